@@ -1,0 +1,50 @@
+# nki_workbench developer entry points.  Only system python3 is needed to start:
+# `make install` creates .venv and installs the package (editable) with all extras.
+
+PYTHON3 ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+# The editable install records whether nki_workbench/ was a regular package (had __init__.py)
+# when it ran; if it was not, a later __init__.py is ignored outside the repo root (e.g. in a
+# Jupyter kernel started in notebooks/).  A separate stamp name forces one re-install then.
+STAMP   := $(VENV)/.installed$(if $(wildcard nki_workbench/__init__.py),,-noinit)
+
+.PHONY: install test lab bench lint clean
+
+install: $(STAMP)
+
+$(PY):
+	$(PYTHON3) -m venv $(VENV)
+
+# Re-install only when pyproject.toml changes (editable install: code edits need no re-install).
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e ".[all]"
+	rm -f $(VENV)/.installed $(VENV)/.installed-noinit
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -n 2 tests
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
+		$(PY) -m pytest --nbval-lax --nbval-current-env notebooks; rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "nbval: no notebook tests collected"; rc=0; fi; \
+		exit $$rc; \
+	else \
+		echo "no notebooks/*.ipynb: skipping nbval"; \
+	fi
+
+lab: install
+	$(VENV)/bin/jupyter lab notebooks/
+
+bench: install
+	@set -e; for f in bench/*.py; do \
+		[ -e "$$f" ] || { echo "no bench/*.py"; break; }; \
+		echo "== $$f"; $(PY) "$$f"; \
+	done
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis artifacts
+	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,95 @@
+"""Errors and warnings that speak NKI: an ``err_*`` code, the kernel's file:line and a hint.
+
+Every trace-time check raises :class:`NkiError`; simulator-time problems (indirect out-of-bounds,
+uninitialised reads, loop-carried races) raise or warn with the same shape of message so that a
+user always sees *what* went wrong, *where* in their kernel, and *what to change*.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+__all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
+           "user_location", "user_frame", "warn"]
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class NkiError(Exception):
+    """A kernel is not valid NKI (or fails in simulation).
+
+    Attributes:
+        code: the NKI error code, e.g. ``"err_num_partition_exceed_arch_limit"`` (may be ``None``
+            where NKI has no code).
+        loc: ``"file.py:LINE"`` of the offending kernel line, when known.
+        hint: what to change.
+    """
+
+    def __init__(self, code: str | None, message: str, loc: str | None = None,
+                 hint: str | None = None):
+        self.code = code
+        self.msg = message
+        self.loc = loc
+        self.hint = hint
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts = []
+        if self.code:
+            parts.append(f"[{self.code}]")
+        parts.append(self.msg)
+        text = " ".join(parts)
+        if self.loc:
+            text += f" (at {self.loc})"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class NkiWarning(UserWarning):
+    """Base class of the workbench's warnings about a kernel."""
+
+
+class UninitializedReadWarning(NkiWarning):
+    """A tile element was read before anything wrote it (its value is NaN-poisoned)."""
+
+
+class LoopCarriedDependencyWarning(NkiWarning):
+    """An ``affine_range`` iteration read a value written by another iteration."""
+
+
+class ShadowingWarning(NkiWarning):
+    """A local tensor name was re-bound inside a loop instead of updated with ``t[...] =``."""
+
+
+def user_location(skip_pkg: bool = True) -> str | None:
+    """Return ``"file:line"`` of the innermost stack frame outside this package (the kernel line)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        fname = frame.f_code.co_filename
+        if not (skip_pkg and os.path.abspath(fname).startswith(_PKG_DIR)) and "<frozen" not in fname:
+            return f"{_short(fname)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def user_frame():
+    """The innermost stack frame outside this package (the kernel code being traced)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PKG_DIR):
+        frame = frame.f_back
+    return frame
+
+
+def _short(fname: str) -> str:
+    # why: absolute temp paths make IR text machine-specific; keep the base name and parent.
+    parts = fname.replace("\\", "/").split("/")
+    return "/".join(parts[-2:]) if len(parts) > 1 else fname
+
+
+def warn(category: type[Warning], message: str, loc: str | None = None, hint: str | None = None):
+    """Emit a workbench warning with the kernel location and a hint."""
+    text = message + (f" (at {loc})" if loc else "") + (f"\n  hint: {hint}" if hint else "")
+    warnings.warn(text, category, stacklevel=3)

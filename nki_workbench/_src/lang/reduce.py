@@ -1,0 +1,117 @@
+"""``nki.language`` reductions along free axes (``sum prod max min mean all var``) and
+``loop_reduce`` (accumulation across loop iterations)."""
+
+from __future__ import annotations
+
+from .. import dtypes as D
+from ..errors import NkiError, user_location
+from ..ir import Alloc, Inst
+from ..trace import context as C
+from ..trace import emit as M
+from ..trace.index import IndexExpr
+from ..ir import expr as E
+from .alu import REDUCIBLE, alu_name
+from .common import NkiTensor, axes_of
+
+__all__ = ["sum", "prod", "max", "min", "mean", "all", "var", "loop_reduce"]
+
+
+def _reduce(op, x, axis, dtype, mask, keepdims, default=None):
+    api = f"nl.{op}"
+    M.require_tile(x, op, "x")
+    axes = axes_of(api, axis, x.ndim)
+    shape = tuple((1 if k in axes else s) for k, s in enumerate(x.shape) if keepdims or
+                  k not in axes)
+    dt = D.canonical(dtype) if dtype is not None else (default or x.dtype)
+    return M.compute(op, [x], shape, dt, mask=mask, api=api,
+                     attrs={"axis": axes, "keepdims": bool(keepdims)})
+
+
+def _doc(op, what):
+    return (f"{what} along free axes.\n\n    Args:\n        x: input tile.\n        axis: int or "
+            "tuple of free axes (never 0, the partition axis).\n        dtype: output dtype.\n"
+            "        mask: compile-time predicate over x's elements.\n        keepdims: keep "
+            "reduced axes as size 1.\n\n    Returns:\n        A new SBUF tile.\n    ")
+
+
+def sum(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):  # noqa: A001
+    return _reduce("sum", x, axis, dtype, mask, keepdims)
+
+
+def prod(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    return _reduce("prod", x, axis, dtype, mask, keepdims)
+
+
+def max(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):  # noqa: A001
+    return _reduce("max", x, axis, dtype, mask, keepdims)
+
+
+def min(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):  # noqa: A001
+    return _reduce("min", x, axis, dtype, mask, keepdims)
+
+
+def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+    f32 = D.canonical("float32") if not D.is_float(x.dtype) else None
+    return _reduce("mean", x, axis, dtype, mask, keepdims, default=f32)
+
+
+def all(x, axis, *, dtype=bool, mask=None, keepdims=False, **kwargs):  # noqa: A001
+    return _reduce("all", x, axis, dtype, mask, keepdims)
+
+
+def var(x, axis, *, dtype=None, mask=None, **kwargs):
+    f32 = D.canonical("float32") if not D.is_float(x.dtype) else None
+    return _reduce("var", x, axis, dtype, mask, False, default=f32)
+
+
+for _f, _w in [(sum, "Sum"), (prod, "Product"), (max, "Maximum"), (min, "Minimum"),
+               (mean, "Mean (fp32 for integer inputs)"), (all, "Logical AND"),
+               (var, "Population variance (as np.var)")]:
+    _f.__doc__ = _doc(_f.__name__, _w)
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """Reduce ``x`` across the iterations of the loops in ``loop_indices``.
+
+    The accumulator is created (filled with the op's identity) just before the outermost of
+    those loops, and each iteration applies ``acc = op(acc, x)``.
+
+    Args:
+        x: tile produced in the loop body.
+        op: ALU operator (``np.add``, ``np.maximum``...).
+        loop_indices: loop variable(s) (from ``affine_range``/``sequential_range``).
+        dtype: accumulator dtype (default: x's).
+        mask: compile-time predicate.
+
+    Returns:
+        The accumulator tile (usable after the loop).
+    """
+    ctx = C.require("nl.loop_reduce")
+    M.require_tile(x, "loop_reduce", "x")
+    name = alu_name(op, "nl.loop_reduce")
+    if name not in REDUCIBLE:
+        raise NkiError(None, f"nl.loop_reduce: {name} is not a reduction operator",
+                       user_location())
+    idx = loop_indices if isinstance(loop_indices, (list, tuple)) else [loop_indices]
+    names = set()
+    for i in idx:
+        if isinstance(i, IndexExpr) and not isinstance(i.expr, E.Pred):
+            names |= E.free_vars(i.expr)
+    depths = [k for k, info in enumerate(ctx.loops) if info["var"] in names]
+    depth = depths[0] if depths else len(ctx.loops)
+    dt = D.canonical(dtype) if dtype is not None else x.dtype
+    ident = {"add": 0, "subtract": 0, "multiply": 1, "maximum": float("-inf"),
+             "minimum": float("inf"), "bitwise_and": -1, "bitwise_or": 0, "bitwise_xor": 0,
+             "logical_and": 1, "logical_or": 0, "logical_xor": 0}[name]
+    decl = ctx.declare(x.shape, D.name_of(dt), "sbuf", name=ctx.assigned_name() or "acc",
+                       emit=False)
+    acc = NkiTensor(ctx, decl.name, scope=ctx.scope[:depth])
+    outer = ctx.blocks[depth]
+    from ..errors import user_location as loc
+    outer.append(Alloc(decl))
+    outer.append(Inst("memset", (acc._access(),), (M.operand(ident, "loop_reduce", "init"),),
+                      (("dtype", D.name_of(dt)),), None, loc()))
+    ctx.note_write(decl.name, loc())
+    M.emit(name, [acc], [acc, x], attrs={"dtype": D.name_of(dt)}, mask=mask,
+           api="nl.loop_reduce")
+    return acc

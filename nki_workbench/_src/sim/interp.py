@@ -1,0 +1,561 @@
+"""The CPU simulator: executes the IR on numpy.
+
+Steps:
+  1. ``Program(kernel)`` compiles the statement tree once into closures: each access into a
+     :class:`~.access.CompiledAccess` (basic-slice fast path), each instruction into a runner
+     that reads inputs, applies the numpy rule from :mod:`.rules`, rounds to the result dtype
+     and writes (with mask, accumulation, and initialisation tracking).
+  2. ``Program.run(inputs, params)`` allocates buffers, runs every SPMD program of the grid
+     (concurrently as threads when the kernel has collectives), and returns the outputs.
+
+Memory semantics that keep results honest:
+  * Uninitialised floating-point memory is NaN and integer memory holds a poison value
+    (dtype min for signed, max for unsigned). Reading an element nothing wrote emits
+    :class:`UninitializedReadWarning` naming the tensor and kernel line (or raises with
+    ``SimParams(uninitialized="error")``), so no masked-out lane or forgotten write turns into
+    a silent zero.
+  * ``affine_range`` iterations must be independent: a tile declared outside the loop, written
+    in one iteration and read in another (other than ``+=`` accumulation) emits
+    :class:`LoopCarriedDependencyWarning`; ``SimParams(shuffle_affine=True)`` runs affine
+    iterations in a random order so such races change results.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import (LoopCarriedDependencyWarning, NkiError, NkiWarning,
+                      UninitializedReadWarning, warn)
+from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar
+from ..ir import expr as E
+from .access import CompiledAccess
+from .rules import RULES, Ex, binary, f32
+
+__all__ = ["SimParams", "Program", "Buf"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimParams:
+    """How to simulate.
+
+    Attributes:
+        uninitialized: ``"warn"`` (NaN-poison and warn) or ``"error"`` (raise) on reads of
+            memory nothing wrote.
+        shuffle_affine: run ``affine_range`` iterations in a random (seeded) order.
+        detect_races: check ``affine_range`` loops for loop-carried dependencies.
+        seed: seed of the random generator (``nl.rand``, ``dropout``, shuffling).
+        collective_timeout: seconds a program waits at a collective before failing.
+    """
+
+    uninitialized: Literal["warn", "error"] = "warn"
+    shuffle_affine: bool = False
+    detect_races: bool = True
+    seed: int = 0
+    collective_timeout: float = 60.0
+
+    def __post_init__(self):
+        if self.uninitialized not in ("warn", "error"):
+            raise ValueError(f"SimParams.uninitialized must be 'warn' or 'error', got "
+                             f"{self.uninitialized!r}")
+
+
+class Buf:
+    """A tensor's storage: ``data`` and which elements were written (``init``; None = all)."""
+
+    __slots__ = ("data", "init", "name", "stamp")
+
+    def __init__(self, name, data, init=None):
+        self.name = name
+        self.data = data
+        self.init = init
+        self.stamp = None
+
+
+def _poison(shape, dtype_name: str):
+    st = D.storage_dtype(D.from_name(dtype_name))
+    if st.kind == "f" or st.kind == "V" or dtype_name in ("bfloat16", "float8_e4m3",
+                                                          "float8_e5m2"):
+        return np.full(shape, np.nan, dtype=st)
+    if st.kind == "b":
+        return np.zeros(shape, dtype=st)
+    info = np.iinfo(st)
+    return np.full(shape, info.min if info.min < 0 else info.max, dtype=st)
+
+
+class _State:
+    __slots__ = ("env", "bufs", "rng", "params", "shared", "races", "collective", "pid",
+                 "iter_id", "loop_lo", "iter_start")
+
+    def __init__(self, params: SimParams, shared: dict, collective, pid: tuple):
+        self.env = {}
+        self.bufs = dict(shared)
+        self.shared = shared
+        self.params = params
+        self.rng = np.random.default_rng(params.seed)
+        self.collective = collective
+        self.pid = pid
+        self.iter_id = 0
+        self.loop_lo = {}
+        self.iter_start = {}
+
+    def reseed(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def dyn(self, atom, env):
+        buf = self.bufs[atom.tensor]
+        ca = CompiledAccess(Access(atom.tensor, atom.index, None), buf.data.shape)
+        v = ca.read(buf.data, env, self.dyn)
+        return np.asarray(v).reshape(atom.shape).astype(np.int64)
+
+
+def _decode_const(decl):
+    dt = D.storage_dtype(D.from_name(decl.dtype))
+    raw = base64.b64decode(decl.data)
+    return np.frombuffer(raw, dtype=dt).reshape(decl.shape).copy()
+
+
+class Program:
+    """A kernel compiled for simulation; ``run`` it with numpy inputs."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.decls = kernel.decls()
+        self.carried = {}   # loop var -> names of outer tensors written in that affine loop
+        self.body = self._block(kernel.body, outer=frozenset(d.name for d in kernel.params),
+                                affine_vars=())
+
+    # ------------------------------------------------------------------ compile
+    def _block(self, body, outer, affine_vars):
+        fns = []
+        skip_alloc = set()
+        declared = set(outer)
+        for k, s in enumerate(body):
+            if isinstance(s, Alloc):
+                declared.add(s.decl.name)
+                nxt = body[k + 1] if k + 1 < len(body) else None
+                if self._fresh_writer(s.decl, nxt):
+                    skip_alloc.add(s.decl.name)
+                    continue
+                fns.append(self._alloc(s.decl))
+            elif isinstance(s, Loop):
+                inner_aff = affine_vars + ((s.var, frozenset(declared)),) \
+                    if s.kind == "affine" else affine_vars
+                fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff)))
+            else:
+                fns.append(self._inst(s, s.outs and s.outs[0].tensor in skip_alloc
+                                      and s is body[k], affine_vars))
+        return fns
+
+    def _fresh_writer(self, decl, nxt) -> bool:
+        if decl.buffer not in ("sbuf", "psum") or decl.base is not None or decl.kind != "local":
+            return False
+        if not isinstance(nxt, Inst) or len(nxt.outs) != 1 or nxt.mask is not None:
+            return False
+        o = nxt.outs[0]
+        if o.tensor != decl.name or o.index is not None or nxt.attr("acc") is not None:
+            return False
+        if nxt.op in ("atomic_rmw", "store"):
+            return False
+        return not any(isinstance(i, Access) and i.tensor == decl.name for i in nxt.ins)
+
+    def _alloc(self, decl):
+        name = decl.name
+        if decl.kind == "const":
+            data = _decode_const(decl)
+
+            def run(st):
+                if name not in st.bufs:
+                    st.bufs[name] = Buf(name, data.copy())
+            return run
+        if decl.base is not None:
+            base, shape = decl.base, decl.shape
+            bitcast = decl.view == "bitcast"
+            dt = D.storage_dtype(D.from_name(decl.dtype))
+
+            def run(st):
+                b = st.bufs[base]
+                data = b.data.view(dt).reshape(shape) if bitcast else b.data.reshape(shape)
+                init = None
+                if b.init is not None:
+                    init = b.init.reshape(shape) if not bitcast else np.repeat(
+                        b.init, max(1, b.data.itemsize // dt.itemsize), axis=-1
+                    ).reshape(shape) if b.data.itemsize >= dt.itemsize else b.init.reshape(
+                        b.init.shape[:-1] + (-1, dt.itemsize // b.data.itemsize)).all(-1
+                                                                                      ).reshape(shape)
+                view = Buf(name, data, init)
+                view.stamp = b
+                st.bufs[name] = view
+            return run
+        shared = decl.buffer == "shared_hbm" or decl.kind in ("output",)
+        shape, dtn = decl.shape, decl.dtype
+
+        def run(st):
+            if shared and name in st.shared:
+                st.bufs[name] = st.shared[name]
+                return
+            buf = Buf(name, _poison(shape, dtn), np.zeros(shape, dtype=bool))
+            st.bufs[name] = buf
+            if shared:
+                st.shared[name] = buf
+        return run
+
+    def _loop(self, loop: Loop, body):
+        var, r = loop.var, range(loop.start, loop.stop, loop.step)
+        affine = loop.kind == "affine"
+
+        def run(st):
+            env = st.env
+            it = r
+            if affine and st.params.shuffle_affine and len(r) > 1:
+                it = [r[i] for i in st.rng.permutation(len(r))]
+            if affine:
+                st.iter_id += 1
+                saved = st.loop_lo.get(var)
+                st.loop_lo[var] = st.iter_id
+            for v in it:
+                env[var] = v
+                if affine:
+                    st.iter_id += 1
+                    st.iter_start[var] = st.iter_id
+                for f in body:
+                    f(st)
+            if affine:
+                if saved is None:
+                    st.loop_lo.pop(var, None)
+                else:
+                    st.loop_lo[var] = saved
+        return run
+
+    def _operand(self, op, loc):
+        if isinstance(op, Access):
+            decl = self.decls[op.tensor]
+            ca = CompiledAccess(op, decl.shape, loc)
+            return ("acc", ca)
+        if isinstance(op, Scalar):
+            v = op.value
+            if op.dtype is not None:
+                v = D.cast(np.asarray(v), op.dtype)[()]
+            return ("const", v)
+        return ("expr", op)
+
+    def _inst(self, inst: Inst, binds: bool, affine_vars):
+        if inst.op == "atomic_rmw":
+            return self._atomic_rmw(inst)
+        if inst.op == "all_reduce":
+            return self._all_reduce(inst)
+        try:
+            fn = RULES[inst.op]
+        except KeyError:
+            raise NkiError(None, f"the simulator has no rule for opcode '{inst.op}'",
+                           inst.loc) from None
+        loc = inst.loc
+        ins = [self._operand(o, loc) for o in inst.ins]
+        outs = [(CompiledAccess(o, self.decls[o.tensor].shape, loc), self.decls[o.tensor])
+                for o in inst.outs]
+        out_shapes = [ca.shape for ca, _ in outs]
+        res_dtype = inst.attr("dtype")
+        acc_mode = inst.attr("acc")
+        mask = inst.mask
+        in_affine = tuple(v for v, _ in affine_vars)
+        outer_sets = dict(affine_vars)
+        reader = self
+
+        def run(st):
+            env = st.env
+            sel = None
+            if mask is not None:
+                sel = np.asarray(E.evaluate(mask, env, st.dyn), dtype=bool)
+                if sel.all():
+                    sel = None
+            vals = []
+            for kind, x in ins:
+                if kind == "acc":
+                    vals.append(reader._read(st, x, sel, loc, in_affine, outer_sets))
+                elif kind == "const":
+                    vals.append(x)
+                else:
+                    vals.append(np.asarray(E.evaluate(x, env, st.dyn)))
+            ex = Ex(inst, vals, sel, st, out_shapes)
+            result = fn(ex)
+            if not outs:
+                return
+            results = result if isinstance(result, tuple) else (result,)
+            for (ca, decl), res in zip(outs, results):
+                if res is None:
+                    continue
+                out_sel = ex.out_sel if ex.out_sel is not None else sel
+                reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
+                              in_affine, outer_sets)
+        return run
+
+    # ------------------------------------------------------------------ memory traffic
+    def _read(self, st, ca, sel, loc, in_affine, outer_sets):
+        buf = st.bufs.get(ca.tensor)
+        if buf is None:
+            raise NkiError(None, f"internal: tensor '{ca.tensor}' is not allocated", loc)
+        if sel is not None:
+            try:
+                v = ca.read(buf.data, st.env, st.dyn)
+            except NkiError:
+                s = _fit(sel, ca.grid)
+                v = ca.read_masked(buf.data, s, st.env, st.dyn, fill=_zero(buf.data.dtype))
+        else:
+            v = ca.read(buf.data, st.env, st.dyn)
+        if buf.init is not None:
+            ok = ca.read(buf.init, st.env, st.dyn) if sel is None or \
+                _fit(sel, ca.grid) is None else np.where(
+                    _fit(sel, ca.grid).reshape(ca.shape), ca.read_masked(
+                        buf.init, _fit(sel, ca.grid), st.env, st.dyn, fill=True), True)
+            if not np.all(ok):
+                self._uninit(st, ca, buf, ok, loc)
+        if buf.stamp is not None and in_affine and st.params.detect_races and \
+                isinstance(buf.stamp, np.ndarray):
+            self._race_check(st, ca, buf, loc, in_affine, outer_sets)
+        return v
+
+    def _uninit(self, st, ca, buf, ok, loc):
+        bad = int(np.size(ok) - np.count_nonzero(ok))
+        msg = (f"read of {bad} element(s) of '{buf.name}' that nothing wrote (uninitialised or "
+               f"masked out); their value is NaN/poison")
+        if st.params.uninitialized == "error":
+            raise NkiError("wb_uninitialized_read", msg, loc,
+                           "write the whole tile before reading it (nl.zeros, or a store "
+                           "covering every element), or mask the read")
+        warn(UninitializedReadWarning, msg, loc,
+             "initialise the tile (nl.zeros / nisa.memset) or mask the read the same way as "
+             "the write")
+
+    def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
+               outer_sets):
+        res = np.asarray(res)
+        if res_dtype is not None and res.dtype != D.storage_dtype(D.from_name(res_dtype)):
+            res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
+        if binds and sel is None and acc_mode is None:
+            if res.dtype != D.storage_dtype(D.from_name(decl.dtype)) or res_dtype is None:
+                res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
+                    D.from_f32(res, decl.dtype)
+            if res.shape != tuple(decl.shape):
+                res = np.broadcast_to(res, ca.shape).reshape(decl.shape)
+            if not res.flags.writeable or res.base is not None:
+                res = np.array(res)
+            st.bufs[ca.tensor] = Buf(ca.tensor, res)
+            return
+        buf = st.bufs[ca.tensor]
+        if acc_mode is not None:
+            old = ca.read(buf.data, st.env, st.dyn)
+            if buf.init is not None:
+                ok = ca.read(buf.init, st.env, st.dyn)
+                if not np.all(ok):
+                    self._uninit(st, ca, buf, ok, loc)
+            res = binary(acc_mode, old, res)
+        if res.dtype != buf.data.dtype:
+            res = D.from_f32(res, decl.dtype) if res.dtype == np.float32 else D.cast(res,
+                                                                                    decl.dtype)
+        if sel is None:
+            ca.write(buf.data, res, st.env, st.dyn)
+            if buf.init is not None:
+                if ca.whole or (ca.fast and int(np.prod(ca.shape)) == buf.data.size):
+                    buf.init = None
+                else:
+                    ca.write(buf.init, True, st.env, st.dyn)
+        else:
+            s = _fit(sel, ca.grid)
+            ca.write_masked(buf.data, res, s, st.env, st.dyn)
+            if buf.init is not None:
+                ca.write_masked(buf.init, True, s, st.env, st.dyn)
+        if in_affine and st.params.detect_races and acc_mode is None:
+            self._race_mark(st, ca, buf, sel, in_affine, outer_sets)
+
+    # ------------------------------------------------------------------ affine races
+    def _race_mark(self, st, ca, buf, sel, in_affine, outer_sets):
+        # Only tensors declared outside the innermost affine loop can carry values across its
+        # iterations; stamp the elements with the iteration that wrote them.
+        var = in_affine[-1]
+        if buf.name not in outer_sets[var] or buf.data.ndim == 0:
+            return
+        if not isinstance(buf.stamp, np.ndarray):
+            if buf.stamp is not None:
+                return  # a view: not tracked
+            buf.stamp = np.zeros(buf.data.shape, dtype=np.int64)
+        if sel is None:
+            ca.write(buf.stamp, st.iter_id, st.env, st.dyn)
+        else:
+            ca.write_masked(buf.stamp, st.iter_id, _fit(sel, ca.grid), st.env, st.dyn)
+
+    def _race_check(self, st, ca, buf, loc, in_affine, outer_sets):
+        var = in_affine[-1]
+        if buf.name not in outer_sets[var]:
+            return
+        lo = st.loop_lo.get(var)
+        if lo is None:
+            return
+        stamps = ca.read(buf.stamp, st.env, st.dyn)
+        carried = (stamps > lo) & (stamps < st.iter_start[var])
+        if np.any(carried):
+            warn(LoopCarriedDependencyWarning,
+                 f"'{buf.name}' is written in one nl.affine_range iteration and read in another "
+                 f"(loop '{var}'): affine iterations may run in any order",
+                 loc, "use nl.sequential_range for loop-carried dependencies (or declare the "
+                      "tile inside the loop)")
+
+    # ------------------------------------------------------------------ special instructions
+    def _atomic_rmw(self, inst):
+        ca = CompiledAccess(inst.outs[0], self.decls[inst.outs[0].tensor].shape, inst.loc)
+        kind, src = self._operand(inst.ins[0], inst.loc)
+        decl = self.decls[inst.outs[0].tensor]
+        mask = inst.mask
+
+        def run(st):
+            buf = st.bufs[ca.tensor]
+            value = f32(src.read(st.bufs[src.tensor].data, st.env, st.dyn))
+            arrs = ca.index_arrays(st.env, st.dyn)
+            sel = np.ones(ca.grid, dtype=bool) if mask is None else np.broadcast_to(
+                np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool), ca.grid)
+            ca.check_bounds(arrs, sel)
+            idx = tuple(a[sel] for a in arrs)
+            acc = f32(buf.data).copy()
+            # why: np.add.at serialises duplicate indices, like the hardware's atomic updates
+            np.add.at(acc, idx, np.broadcast_to(value.reshape(ca.shape), ca.grid)[sel])
+            buf.data[...] = D.cast(acc, decl.dtype) if acc.dtype != buf.data.dtype else acc
+        return run
+
+    def _all_reduce(self, inst):
+        src = CompiledAccess(inst.ins[0], self.decls[inst.ins[0].tensor].shape, inst.loc)
+        out = CompiledAccess(inst.outs[0], self.decls[inst.outs[0].tensor].shape, inst.loc)
+        odecl = self.decls[inst.outs[0].tensor]
+        op, axes = inst.attr("op"), tuple(inst.attr("program_axes"))
+        dt = inst.attr("dtype")
+        loc = inst.loc
+        reader = self
+
+        def run(st):
+            value = f32(reader._read(st, src, None, loc, (), {}))
+            if st.collective is None:
+                res = value
+            else:
+                res = st.collective.all_reduce(st.pid, axes, op, value, loc)
+            reader._write(st, out, odecl, np.array(res, dtype=np.float32), dt, None, None,
+                          True, loc, (), {})
+        return run
+
+    # ------------------------------------------------------------------ run
+    def run(self, inputs: dict, params: SimParams | None = None) -> dict:
+        """Execute every SPMD program; ``inputs`` maps parameter names to arrays.
+
+        Returns:
+            dict: output tensor name -> numpy array (storage dtype).
+        """
+        params = params or SimParams()
+        k = self.kernel
+        shared = {}
+        for p in k.params:
+            if p.name not in inputs:
+                raise NkiError(None, f"missing input for kernel parameter '{p.name}'")
+            arr = np.asarray(inputs[p.name])
+            if tuple(arr.shape) != tuple(p.shape):
+                raise NkiError(None, f"input '{p.name}' has shape {list(arr.shape)}, the trace "
+                               f"expects {list(p.shape)}")
+            shared[p.name] = Buf(p.name, np.array(D.cast(arr, p.dtype)))
+        grid = tuple(k.grid) or (1,)
+        pids = list(np.ndindex(*grid))
+        if k.attr("has_collectives") and len(pids) > 1:
+            coll = _Collective(grid, params.collective_timeout)
+            errors = []
+
+            def worker(pid):
+                try:
+                    self._run_one(params, shared, coll, pid)
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                    errors.append(exc)
+                    coll.abort()
+
+            threads = [threading.Thread(target=worker, args=(pid,)) for pid in pids]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        else:
+            for pid in pids:
+                self._run_one(params, shared, None, pid)
+        out = {}
+        for name in k.outputs:
+            buf = shared.get(name)
+            if buf is None:
+                raise NkiError("err_tensor_output_not_written_to",
+                               f"output '{name}' was never written")
+            if buf.init is not None and not buf.init.all():
+                missing = int(buf.init.size - np.count_nonzero(buf.init))
+                warn(UninitializedReadWarning,
+                     f"output '{name}': {missing} of {buf.init.size} elements were never "
+                     "written; they hold NaN/poison", self.decls[name].loc,
+                     "store every element of the output (check loop bounds and masks)")
+            out[name] = buf.data
+        return out
+
+    def _run_one(self, params, shared, coll, pid):
+        st = _State(params, shared, coll, pid)
+        for axis, v in enumerate(pid):
+            st.env[f"pid{axis}"] = int(v)
+        for f in self.body:
+            f(st)
+
+
+def _fit(sel, grid):
+    """Broadcast a mask to an access grid (``None`` when shapes don't line up)."""
+    try:
+        return np.broadcast_to(sel, grid)
+    except ValueError:
+        return None
+
+
+def _zero(dtype):
+    return np.zeros((), dtype=dtype)[()]
+
+
+class _Collective:
+    """Rendezvous of the SPMD programs (threads) at collectives, with bounded waits."""
+
+    def __init__(self, grid, timeout):
+        self.grid = grid
+        self.n = int(np.prod(grid))
+        self.timeout = timeout
+        self.barrier = threading.Barrier(self.n, timeout=timeout)
+        self.slots = {}
+        self.lock = threading.Lock()
+
+    def abort(self):
+        self.barrier.abort()
+
+    def all_reduce(self, pid, axes, op, value, loc):
+        try:
+            with self.lock:
+                self.slots[pid] = value
+            self.barrier.wait()
+            group = [q for q in self.slots if all(q[a] == pid[a] for a in range(len(pid))
+                                                  if a not in axes)]
+            shapes = {self.slots[q].shape for q in group}
+            if len(shapes) > 1:
+                raise NkiError(None, f"nl.all_reduce: programs {sorted(group)} passed tiles of "
+                               f"different shapes {sorted(shapes)}", loc)
+            res = self.slots[group[0]].copy()
+            for q in sorted(group)[1:]:
+                res = binary(op, res, self.slots[q])
+            self.barrier.wait()
+            with self.lock:
+                self.slots.pop(pid, None)
+            return res
+        except threading.BrokenBarrierError:
+            raise NkiError(None, f"nl.all_reduce: not every program of the grid {list(self.grid)} "
+                           f"reached the collective within {self.timeout}s (or one failed)",
+                           loc) from None
+
+
+_ = NkiWarning  # re-exported names keep their import (documented warning classes)

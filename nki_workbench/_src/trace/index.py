@@ -1,0 +1,277 @@
+"""Frontend index objects: ``nl.arange``, ``nl.mgrid``, ``nl.ds``, ``nl.par_dim`` and the
+symbolic integers that loop variables and program ids are.
+
+:class:`IndexExpr` wraps an IR expression and gives it Python operators, so kernels can write
+``i * 128 + nl.arange(128)[:, None]`` and ``mask=(i_p < n) & (i_f < m)``. Python control flow on
+a symbolic value is refused with the NKI error code and a hint (use a mask or ``affine_select``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import NkiError, user_location
+from ..ir import expr as E
+
+__all__ = ["IndexExpr", "arange", "mgrid", "ds", "DynSlice", "par_dim", "ParDim", "MGrid",
+           "as_index_expr"]
+
+
+def _lift(x):
+    if isinstance(x, IndexExpr):
+        return x.expr
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return E.const(int(x))
+    return None
+
+
+class IndexExpr:
+    """A symbolic integer (or mask) in a kernel: loop variables, aranges and their arithmetic."""
+
+    __slots__ = ("expr",)
+    __array_priority__ = 1000  # why: numpy ints on the left must defer to our operators
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    # -- arithmetic
+    def _bin(self, other, fn, reflected=False):
+        o = _lift(other)
+        if o is None:
+            return NotImplemented
+        a, b = (o, self.expr) if reflected else (self.expr, o)
+        return IndexExpr(fn(a, b))
+
+    def __add__(self, o):
+        return self._bin(o, E.add)
+
+    def __radd__(self, o):
+        return self._bin(o, E.add, True)
+
+    def __sub__(self, o):
+        return self._bin(o, E.sub)
+
+    def __rsub__(self, o):
+        return self._bin(o, E.sub, True)
+
+    def __mul__(self, o):
+        return self._bin(o, E.mul)
+
+    def __rmul__(self, o):
+        return self._bin(o, E.mul, True)
+
+    def __floordiv__(self, o):
+        return self._bin(o, E.floordiv)
+
+    def __rfloordiv__(self, o):
+        return self._bin(o, E.floordiv, True)
+
+    def __mod__(self, o):
+        return self._bin(o, E.mod)
+
+    def __rmod__(self, o):
+        return self._bin(o, E.mod, True)
+
+    def __neg__(self):
+        return IndexExpr(E.neg(self.expr))
+
+    def __pos__(self):
+        return self
+
+    # -- comparisons build mask predicates
+    def _cmp(self, other, op):
+        o = _lift(other)
+        if o is None:
+            return NotImplemented
+        return IndexExpr(E.compare(op, self.expr, o))
+
+    def __lt__(self, o):
+        return self._cmp(o, "lt")
+
+    def __le__(self, o):
+        return self._cmp(o, "le")
+
+    def __gt__(self, o):
+        return self._cmp(o, "gt")
+
+    def __ge__(self, o):
+        return self._cmp(o, "ge")
+
+    def __eq__(self, o):
+        return self._cmp(o, "eq")
+
+    def __ne__(self, o):
+        return self._cmp(o, "ne")
+
+    __hash__ = None
+
+    def __and__(self, o):
+        if not isinstance(o, IndexExpr):
+            return NotImplemented
+        return IndexExpr(E.land(self.expr, o.expr))
+
+    def __or__(self, o):
+        if not isinstance(o, IndexExpr):
+            return NotImplemented
+        return IndexExpr(E.lor(self.expr, o.expr))
+
+    def __invert__(self):
+        return IndexExpr(E.lnot(self.expr))
+
+    # -- shape manipulation: nl.arange(n)[:, None]
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        ios = E.iotas(self.expr)
+        ndim = max((io.ndim for io in ios), default=0)
+        colons = [k for k, item in enumerate(key) if isinstance(item, slice)]
+        if any(item is not None and not (isinstance(item, slice) and item == slice(None))
+               for item in key):
+            raise NkiError(None, f"an index expression can only be re-shaped with ':' and None, "
+                           f"got {key!r}", user_location(),
+                           "write nl.arange(n)[:, None] or nl.arange(n)[None, :]")
+        if len(colons) != ndim:
+            raise NkiError(None, f"index expression has {ndim} axes but the subscript {key!r} "
+                           f"keeps {len(colons)}", user_location())
+        new_ndim = len(key)
+        mapping = {io: E.as_expr(E.Iota(io.size, colons[io.axis], new_ndim)) for io in ios}
+        return IndexExpr(E.substitute(self.expr, mapping))
+
+    @property
+    def shape(self) -> tuple:
+        """Broadcast shape of the index grid (``()`` for a scalar such as a loop variable)."""
+        return E.grid_shape([self.expr])
+
+    @property
+    def ndim(self) -> int:
+        """Number of grid axes."""
+        return len(self.shape)
+
+    # -- Python control flow on symbols is not traceable
+    def __bool__(self):
+        if E.iotas(self.expr):
+            raise NkiError("err_control_flow_condition_depending_on_arange",
+                           "a Python condition depends on nl.arange/nl.mgrid indices",
+                           user_location(), "use mask=(...) on the API call, or nisa.affine_select")
+        raise NkiError("err_dynamic_control_flow_not_supported",
+                       f"a Python condition depends on the symbolic value "
+                       f"'{E.to_str(self.expr)}' (a loop variable or program id)",
+                       user_location(),
+                       "use a mask (mask=(i < n)) or nisa.affine_select instead of 'if'; "
+                       "nl.static_range unrolls loops if you need a Python int")
+
+    def _int(self):
+        c = E.const_value(self.expr) if not isinstance(self.expr, E.Pred) else None
+        if c is None:
+            raise NkiError("err_dynamic_control_flow_not_supported",
+                           f"'{E.to_str(self.expr)}' is symbolic and has no Python int value",
+                           user_location(),
+                           "use it in index expressions, nl.ds or masks; nl.static_range gives "
+                           "Python ints")
+        return c
+
+    def __index__(self):
+        return self._int()
+
+    def __int__(self):
+        return self._int()
+
+    def __repr__(self):
+        return f"IndexExpr({E.to_str(self.expr)})"
+
+
+def as_index_expr(x):
+    """The IR expression of an int / IndexExpr (``None`` for anything else)."""
+    return _lift(x)
+
+
+def arange(*args) -> IndexExpr:
+    """``nl.arange(stop)`` / ``nl.arange(start, stop[, step])``: a 1-D index vector.
+
+    Reshape it with ``[:, None]`` / ``[None, :]`` before indexing a tensor.
+
+    Returns:
+        IndexExpr: the symbolic index vector.
+    """
+    r = range(*[int(a) for a in args])
+    if len(r) == 0:
+        raise NkiError(None, f"nl.arange{args} is empty", user_location())
+    return IndexExpr(E.add(E.mul(E.Iota(len(r), 0, 1), r.step), r.start))
+
+
+class MGrid(tuple):
+    """The index grids of ``nl.mgrid[...]``: a tuple that also has ``.p .x .y .z`` attributes."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        pos = {"p": 0, "x": 1, "y": 2, "z": 3}.get(name)
+        if pos is None or pos >= len(self):
+            raise AttributeError(name)
+        return self[pos]
+
+
+class _MGridMaker:
+    """``nl.mgrid[0:128, 0:512]`` → broadcastable index grids, like ``numpy.mgrid``."""
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        out = []
+        for axis, s in enumerate(key):
+            if not isinstance(s, slice) or isinstance(s.step, complex):
+                raise NkiError(None, f"nl.mgrid takes slices start:stop[:step], got {s!r}",
+                               user_location())
+            r = range(s.start or 0, s.stop, s.step or 1)
+            io = E.Iota(len(r), axis, len(key))
+            out.append(IndexExpr(E.add(E.mul(io, r.step), r.start)))
+        return MGrid(out)
+
+
+mgrid = _MGridMaker()
+
+
+class DynSlice:
+    """``nl.ds(start, size)``: the slice ``start:start+size`` where ``start`` may be symbolic."""
+
+    __slots__ = ("start", "size")
+
+    def __init__(self, start, size):
+        self.start = start
+        self.size = int(size)
+
+    def __repr__(self):
+        return f"ds({self.start!r}, {self.size})"
+
+
+def ds(start, size) -> DynSlice:
+    """Dynamic slice ``start:start+size`` (``start`` may depend on loop variables).
+
+    Args:
+        start: int or index expression.
+        size: number of elements.
+
+    Returns:
+        DynSlice: usable in a subscript.
+    """
+    if _lift(start) is None:
+        raise NkiError(None, f"nl.ds start must be an int or index expression, got {start!r}",
+                       user_location())
+    return DynSlice(start, size)
+
+
+class ParDim(int):
+    """An int marking the partition dimension inside a shape (``nl.par_dim(128)``)."""
+
+    def __repr__(self):
+        return f"par_dim({int(self)})"
+
+
+def par_dim(n) -> ParDim:
+    """Mark ``n`` as the partition dimension of a tensor shape.
+
+    Args:
+        n: size of the partition dimension.
+
+    Returns:
+        ParDim: an int that remembers it is the partition dim.
+    """
+    return ParDim(int(n))

@@ -1,0 +1,1 @@
+"""``nki.isa`` (``nisa``): direct access to NeuronCore instructions."""
