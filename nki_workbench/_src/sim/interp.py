@@ -32,12 +32,16 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import (LoopCarriedDependencyWarning, NkiError, NkiWarning,
                       UninitializedReadWarning, warn)
-from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar
+from ..ir import OPCODES, Access, Alloc, Inst, Kernel, Loop, Scalar
 from ..ir import expr as E
 from .access import CompiledAccess
 from .rules import RULES, Ex, binary, f32
 
-__all__ = ["SimParams", "Program", "Buf"]
+__all__ = ["SimParams", "Program", "Buf", "SPECIAL"]
+
+# opcode -> factory(program, inst) -> run(state): instructions that need the interpreter's
+# memory access directly (indirect writes, collectives) instead of a value rule.
+SPECIAL: dict = {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +94,7 @@ def _poison(shape, dtype_name: str):
 
 class _State:
     __slots__ = ("env", "bufs", "rng", "params", "shared", "races", "collective", "pid",
+                 "regs", "observer",
                  "iter_id", "loop_lo", "iter_start")
 
     def __init__(self, params: SimParams, shared: dict, collective, pid: tuple):
@@ -100,6 +105,8 @@ class _State:
         self.rng = np.random.default_rng(params.seed)
         self.collective = collective
         self.pid = pid
+        self.regs = {}  # per-engine accumulator registers (nki.isa reduce_cmd state)
+        self.observer = None
         self.iter_id = 0
         self.loop_lo = {}
         self.iter_start = {}
@@ -245,10 +252,9 @@ class Program:
         return ("expr", op)
 
     def _inst(self, inst: Inst, binds: bool, affine_vars):
-        if inst.op == "atomic_rmw":
-            return self._atomic_rmw(inst)
-        if inst.op == "all_reduce":
-            return self._all_reduce(inst)
+        special = SPECIAL.get(inst.op)
+        if special is not None:
+            return self._observed(inst, special(self, inst))
         try:
             fn = RULES[inst.op]
         except KeyError:
@@ -264,6 +270,9 @@ class Program:
         mask = inst.mask
         in_affine = tuple(v for v, _ in affine_vars)
         outer_sets = dict(affine_vars)
+        lanewise = inst.op in _LANEWISE or (
+            inst.op in OPCODES and OPCODES[inst.op].family in ("unary", "binary", "fill")
+            and inst.op not in _CROSS_LANE)
         reader = self
 
         def run(st):
@@ -273,14 +282,25 @@ class Program:
                 sel = np.asarray(E.evaluate(mask, env, st.dyn), dtype=bool)
                 if sel.all():
                     sel = None
-            vals = []
+            vals, taints = [], []
             for kind, x in ins:
                 if kind == "acc":
-                    vals.append(reader._read(st, x, sel, loc, in_affine, outer_sets))
+                    v, ok = reader._read(st, x, sel, loc, in_affine, outer_sets)
+                    vals.append(v)
+                    if ok is not None:
+                        taints.append(ok)
                 elif kind == "const":
                     vals.append(x)
                 else:
                     vals.append(np.asarray(E.evaluate(x, env, st.dyn)))
+            if st.observer is not None:
+                st.observer(inst, st)
+            out_ok = None
+            if taints:
+                if lanewise and outs:
+                    out_ok = _and_all(taints, out_shapes[0])
+                else:
+                    reader._uninit(st, inst, taints, loc)
             ex = Ex(inst, vals, sel, st, out_shapes)
             result = fn(ex)
             if not outs:
@@ -291,48 +311,58 @@ class Program:
                     continue
                 out_sel = ex.out_sel if ex.out_sel is not None else sel
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
-                              in_affine, outer_sets)
+                              in_affine, outer_sets, out_ok)
         return run
 
     # ------------------------------------------------------------------ memory traffic
     def _read(self, st, ca, sel, loc, in_affine, outer_sets):
+        """``(value, written)``: ``written`` is None when every read element was written."""
         buf = st.bufs.get(ca.tensor)
         if buf is None:
             raise NkiError(None, f"internal: tensor '{ca.tensor}' is not allocated", loc)
+        s = None
         if sel is not None:
+            s = _fit(sel, ca.grid)
             try:
                 v = ca.read(buf.data, st.env, st.dyn)
+                s = None
             except NkiError:
-                s = _fit(sel, ca.grid)
+                if s is None:
+                    raise
                 v = ca.read_masked(buf.data, s, st.env, st.dyn, fill=_zero(buf.data.dtype))
         else:
             v = ca.read(buf.data, st.env, st.dyn)
+        ok = None
         if buf.init is not None:
-            ok = ca.read(buf.init, st.env, st.dyn) if sel is None or \
-                _fit(sel, ca.grid) is None else np.where(
-                    _fit(sel, ca.grid).reshape(ca.shape), ca.read_masked(
-                        buf.init, _fit(sel, ca.grid), st.env, st.dyn, fill=True), True)
-            if not np.all(ok):
-                self._uninit(st, ca, buf, ok, loc)
+            ok = ca.read(buf.init, st.env, st.dyn) if s is None else \
+                ca.read_masked(buf.init, s, st.env, st.dyn, fill=True)
+            if sel is not None:
+                m = _fit(sel, ok.shape)
+                if m is not None:
+                    ok = ok | ~m  # why: masked-out lanes are not computed, so not "read"
+            ok = None if ok.all() else np.array(ok)
         if buf.stamp is not None and in_affine and st.params.detect_races and \
                 isinstance(buf.stamp, np.ndarray):
             self._race_check(st, ca, buf, loc, in_affine, outer_sets)
-        return v
+        return v, ok
 
-    def _uninit(self, st, ca, buf, ok, loc):
-        bad = int(np.size(ok) - np.count_nonzero(ok))
-        msg = (f"read of {bad} element(s) of '{buf.name}' that nothing wrote (uninitialised or "
-               f"masked out); their value is NaN/poison")
+    def _uninit(self, st, what, taints, loc):
+        bad = sum(int(np.size(t) - np.count_nonzero(t)) for t in taints)
+        name = what.op if isinstance(what, Inst) else str(what)
+        tensors = ", ".join(f"'{a.tensor}'" for a in getattr(what, "ins", ())
+                            if isinstance(a, Access))
+        msg = (f"'{name}' read {bad} element(s) of {tensors or 'its inputs'} that nothing wrote "
+               "(uninitialised memory or masked-out lanes); they hold NaN/poison")
         if st.params.uninitialized == "error":
             raise NkiError("wb_uninitialized_read", msg, loc,
                            "write the whole tile before reading it (nl.zeros, or a store "
-                           "covering every element), or mask the read")
+                           "covering every element), or mask the read the same way")
         warn(UninitializedReadWarning, msg, loc,
              "initialise the tile (nl.zeros / nisa.memset) or mask the read the same way as "
              "the write")
 
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
-               outer_sets):
+               outer_sets, ok=None):
         res = np.asarray(res)
         if res_dtype is not None and res.dtype != D.storage_dtype(D.from_name(res_dtype)):
             res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
@@ -344,31 +374,39 @@ class Program:
                 res = np.broadcast_to(res, ca.shape).reshape(decl.shape)
             if not res.flags.writeable or res.base is not None:
                 res = np.array(res)
-            st.bufs[ca.tensor] = Buf(ca.tensor, res)
+            init = None if ok is None else np.array(np.broadcast_to(ok, ca.shape)).reshape(
+                decl.shape)
+            st.bufs[ca.tensor] = Buf(ca.tensor, res, init)
             return
         buf = st.bufs[ca.tensor]
         if acc_mode is not None:
             old = ca.read(buf.data, st.env, st.dyn)
             if buf.init is not None:
-                ok = ca.read(buf.init, st.env, st.dyn)
-                if not np.all(ok):
-                    self._uninit(st, ca, buf, ok, loc)
+                prev = ca.read(buf.init, st.env, st.dyn)
+                ok = prev if ok is None else (np.broadcast_to(ok, prev.shape) & prev)
             res = binary(acc_mode, old, res)
         if res.dtype != buf.data.dtype:
             res = D.from_f32(res, decl.dtype) if res.dtype == np.float32 else D.cast(res,
                                                                                     decl.dtype)
+        if ok is not None and not np.all(ok):
+            if buf.init is None:
+                buf.init = np.ones(buf.data.shape, dtype=bool)
+            mark = ok
+        else:
+            mark = True
         if sel is None:
             ca.write(buf.data, res, st.env, st.dyn)
             if buf.init is not None:
-                if ca.whole or (ca.fast and int(np.prod(ca.shape)) == buf.data.size):
+                if mark is True and (ca.whole or (ca.fast and
+                                                  int(np.prod(ca.shape)) == buf.data.size)):
                     buf.init = None
                 else:
-                    ca.write(buf.init, True, st.env, st.dyn)
+                    ca.write(buf.init, mark, st.env, st.dyn)
         else:
             s = _fit(sel, ca.grid)
             ca.write_masked(buf.data, res, s, st.env, st.dyn)
             if buf.init is not None:
-                ca.write_masked(buf.init, True, s, st.env, st.dyn)
+                ca.write_masked(buf.init, mark, s, st.env, st.dyn)
         if in_affine and st.params.detect_races and acc_mode is None:
             self._race_mark(st, ca, buf, sel, in_affine, outer_sets)
 
@@ -405,6 +443,13 @@ class Program:
                       "tile inside the loop)")
 
     # ------------------------------------------------------------------ special instructions
+    def _observed(self, inst, run):
+        def wrapped(st):
+            if st.observer is not None:
+                st.observer(inst, st)
+            run(st)
+        return wrapped
+
     def _atomic_rmw(self, inst):
         ca = CompiledAccess(inst.outs[0], self.decls[inst.outs[0].tensor].shape, inst.loc)
         kind, src = self._operand(inst.ins[0], inst.loc)
@@ -413,7 +458,10 @@ class Program:
 
         def run(st):
             buf = st.bufs[ca.tensor]
-            value = f32(src.read(st.bufs[src.tensor].data, st.env, st.dyn))
+            value, ok = self._read(st, src, None, inst.loc, (), {})
+            if ok is not None:
+                self._uninit(st, inst, [ok], inst.loc)
+            value = f32(value)
             arrs = ca.index_arrays(st.env, st.dyn)
             sel = np.ones(ca.grid, dtype=bool) if mask is None else np.broadcast_to(
                 np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool), ca.grid)
@@ -435,7 +483,10 @@ class Program:
         reader = self
 
         def run(st):
-            value = f32(reader._read(st, src, None, loc, (), {}))
+            value, ok = reader._read(st, src, None, loc, (), {})
+            value = f32(value)
+            if ok is not None:
+                reader._uninit(st, inst, [ok], loc)
             if st.collective is None:
                 res = value
             else:
@@ -445,8 +496,12 @@ class Program:
         return run
 
     # ------------------------------------------------------------------ run
-    def run(self, inputs: dict, params: SimParams | None = None) -> dict:
+    def run(self, inputs: dict, params: SimParams | None = None, observer=None) -> dict:
         """Execute every SPMD program; ``inputs`` maps parameter names to arrays.
+
+        ``observer(inst, state)``, when given, is called before each executed instruction
+        (``state.env`` holds the loop-variable values, ``state.pid`` the program): the hook the
+        cost model and timeline use to see the concrete instruction stream.
 
         Returns:
             dict: output tensor name -> numpy array (storage dtype).
@@ -470,7 +525,7 @@ class Program:
 
             def worker(pid):
                 try:
-                    self._run_one(params, shared, coll, pid)
+                    self._run_one(params, shared, coll, pid, observer)
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                     errors.append(exc)
                     coll.abort()
@@ -484,7 +539,7 @@ class Program:
                 raise errors[0]
         else:
             for pid in pids:
-                self._run_one(params, shared, None, pid)
+                self._run_one(params, shared, None, pid, observer)
         out = {}
         for name in k.outputs:
             buf = shared.get(name)
@@ -500,12 +555,30 @@ class Program:
             out[name] = buf.data
         return out
 
-    def _run_one(self, params, shared, coll, pid):
+    def _run_one(self, params, shared, coll, pid, observer=None):
         st = _State(params, shared, coll, pid)
+        st.observer = observer
         for axis, v in enumerate(pid):
             st.env[f"pid{axis}"] = int(v)
         for f in self.body:
             f(st)
+
+
+# lane-by-lane ops: a result element depends only on the same element of each input, so
+# "never written" propagates to it instead of being reported (reported when it is observed)
+_LANEWISE = {"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"}
+_CROSS_LANE = {"loop_reduce", "load_transpose2d", "atomic_rmw"}
+
+
+def _and_all(taints, shape):
+    """Elements written in every input (taints broadcast to the result shape)."""
+    out = np.ones(shape, dtype=bool)
+    for t in taints:
+        try:
+            out &= np.broadcast_to(t, shape)
+        except ValueError:
+            out &= bool(np.all(t))
+    return out
 
 
 def _fit(sel, grid):
@@ -559,3 +632,7 @@ class _Collective:
 
 
 _ = NkiWarning  # re-exported names keep their import (documented warning classes)
+
+
+SPECIAL["atomic_rmw"] = Program._atomic_rmw
+SPECIAL["all_reduce"] = Program._all_reduce
