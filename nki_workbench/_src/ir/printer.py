@@ -24,13 +24,13 @@ def format_value(v) -> str:
     if v is None or isinstance(v, bool):
         return repr(v)
     if isinstance(v, int):
-        return str(v)
+        return str(int(v))
     if isinstance(v, float):
         if math.isnan(v):
             return "nan"
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        return repr(v)
+        return repr(float(v))
     if isinstance(v, str):
         return repr(v)
     if isinstance(v, tuple):

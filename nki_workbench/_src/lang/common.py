@@ -62,10 +62,18 @@ def tiles_in(args) -> list:
     return [a for a in args if isinstance(a, NkiTensor)]
 
 
+def pad_tile_shape(shape, ndim: int) -> tuple:
+    """A tile shape with unit free dims appended up to ``ndim`` (dim 0 stays the partition)."""
+    shape = tuple(shape)
+    return shape + (1,) * (ndim - len(shape)) if shape else (1,) * ndim
+
+
 def broadcast(api: str, *shapes) -> tuple:
-    """Numpy broadcast of operand shapes, with an NKI error when impossible."""
+    """Broadcast of tile shapes: partition dims align (shorter shapes get unit free dims
+    appended, so a ``[P]`` reduction result broadcasts like ``[P, 1]``), then numpy rules."""
+    nd = max((len(s) for s in shapes), default=0)
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return tuple(np.broadcast_shapes(*[pad_tile_shape(s, nd) for s in shapes]))
     except ValueError:
         code = "err_num_partition_mismatch" if len({s[0] for s in shapes if s}) > 1 else None
         raise NkiError(code, f"{api}: operand shapes {[list(s) for s in shapes]} do not "

@@ -112,6 +112,8 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     outer.append(Inst("memset", (acc._access(),), (M.operand(ident, "loop_reduce", "init"),),
                       (("dtype", D.name_of(dt)),), None, loc()))
     ctx.note_write(decl.name, loc())
-    M.emit(name, [acc], [acc, x], attrs={"dtype": D.name_of(dt)}, mask=mask,
+    # why: an associative accumulation (like PSUM +=): acc = op(acc, x) through the acc mode,
+    # which the race detector knows is not a loop-carried dependency
+    M.emit("loop_reduce", [acc], [x], attrs={"dtype": D.name_of(dt), "acc": name}, mask=mask,
            api="nl.loop_reduce")
     return acc

@@ -94,7 +94,7 @@ def _poison(shape, dtype_name: str):
 
 class _State:
     __slots__ = ("env", "bufs", "rng", "params", "shared", "races", "collective", "pid",
-                 "regs", "observer",
+                 "regs", "observer", "poison",
                  "iter_id", "loop_lo", "iter_start")
 
     def __init__(self, params: SimParams, shared: dict, collective, pid: tuple):
@@ -106,6 +106,7 @@ class _State:
         self.collective = collective
         self.pid = pid
         self.regs = {}  # per-engine accumulator registers (nki.isa reduce_cmd state)
+        self.poison = shared.setdefault("__poison__", {})  # (tensor, line) of unwritten reads
         self.observer = None
         self.iter_id = 0
         self.loop_lo = {}
@@ -274,6 +275,7 @@ class Program:
             inst.op in OPCODES and OPCODES[inst.op].family in ("unary", "binary", "fill")
             and inst.op not in _CROSS_LANE)
         reader = self
+        rowwise = _rowwise(inst)
 
         def run(st):
             env = st.env
@@ -297,8 +299,12 @@ class Program:
                 st.observer(inst, st)
             out_ok = None
             if taints:
+                if st.params.uninitialized == "error":
+                    reader._uninit(st, inst, taints, loc)
                 if lanewise and outs:
                     out_ok = _and_all(taints, out_shapes[0])
+                elif rowwise is not None and outs:
+                    out_ok = rowwise(taints, out_shapes[0])
                 else:
                     reader._uninit(st, inst, taints, loc)
             ex = Ex(inst, vals, sel, st, out_shapes)
@@ -341,6 +347,8 @@ class Program:
                 if m is not None:
                     ok = ok | ~m  # why: masked-out lanes are not computed, so not "read"
             ok = None if ok.all() else np.array(ok)
+            if ok is not None and len(st.poison) < 8:
+                st.poison.setdefault((buf.name, loc), None)
         if buf.stamp is not None and in_affine and st.params.detect_races and \
                 isinstance(buf.stamp, np.ndarray):
             self._race_check(st, ca, buf, loc, in_affine, outer_sets)
@@ -541,6 +549,7 @@ class Program:
             for pid in pids:
                 self._run_one(params, shared, None, pid, observer)
         out = {}
+        poison = shared.pop("__poison__", {})
         for name in k.outputs:
             buf = shared.get(name)
             if buf is None:
@@ -548,10 +557,14 @@ class Program:
                                f"output '{name}' was never written")
             if buf.init is not None and not buf.init.all():
                 missing = int(buf.init.size - np.count_nonzero(buf.init))
+                sources = [f"'{t}' at {where}" for t, where in list(poison)[:3]]
+                origin = ("; they hold NaN/poison computed from unwritten elements of "
+                          + ", ".join(sources)) if sources else "; they hold NaN/poison"
                 warn(UninitializedReadWarning,
                      f"output '{name}': {missing} of {buf.init.size} elements were never "
-                     "written; they hold NaN/poison", self.decls[name].loc,
-                     "store every element of the output (check loop bounds and masks)")
+                     f"written{origin}", self.decls[name].loc,
+                     "store every element of the output and initialise the tiles it is "
+                     "computed from (check loop bounds and masks)")
             out[name] = buf.data
         return out
 
@@ -567,13 +580,36 @@ class Program:
 # lane-by-lane ops: a result element depends only on the same element of each input, so
 # "never written" propagates to it instead of being reported (reported when it is observed)
 _LANEWISE = {"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"}
-_CROSS_LANE = {"loop_reduce", "load_transpose2d", "atomic_rmw"}
+_CROSS_LANE = {"load_transpose2d", "atomic_rmw"}
+
+
+def _rowwise(inst):
+    """Taint rule of ops that combine elements only within a partition's free axes."""
+    axes = inst.attr("axis")
+    if axes is None or inst.op not in ("sum", "prod", "max", "min", "mean", "all", "var",
+                                       "softmax", "rms_norm"):
+        return None
+    axes = tuple(axes)
+    keep = bool(inst.attr("keepdims", False)) or inst.op in ("softmax", "rms_norm")
+
+    def combine(taints, shape):
+        t = taints[0]
+        for other in taints[1:]:
+            try:
+                t = t & np.broadcast_to(other, t.shape)
+            except ValueError:
+                t = t & bool(np.all(other))
+        row = np.all(t, axis=axes, keepdims=keep) if t.ndim > max(axes) else t
+        return np.broadcast_to(row, shape) if keep else row.reshape(shape)
+    return combine
 
 
 def _and_all(taints, shape):
     """Elements written in every input (taints broadcast to the result shape)."""
     out = np.ones(shape, dtype=bool)
     for t in taints:
+        if 0 < t.ndim < len(shape):
+            t = t.reshape(t.shape + (1,) * (len(shape) - t.ndim))
         try:
             out &= np.broadcast_to(t, shape)
         except ValueError:

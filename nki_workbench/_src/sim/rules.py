@@ -63,6 +63,13 @@ def _raw(x):
     return a.astype(np.int64) if a.dtype.kind in "biu" else D.cast(a, "int32").astype(np.int64)
 
 
+def align(x, ndim):
+    """Give a value fewer dims than the result unit free dims on the right (tile broadcasting)."""
+    if isinstance(x, np.ndarray) and 0 < x.ndim < ndim:
+        return x.reshape(x.shape + (1,) * (ndim - x.ndim))
+    return x
+
+
 def _fresh(x, shape):
     out = np.array(np.broadcast_to(x, shape))  # why: rules must never alias their inputs
     return out
@@ -98,7 +105,7 @@ ALU = {}  # canonical ALU name -> float32 binary function (shared with nki.isa)
 def _unary_rule(fn):
     def run(ex: Ex):
         with np.errstate(all="ignore"):
-            return _fresh(fn(f32(ex.ins[0])), ex.out_shape)
+            return _fresh(fn(f32(align(ex.ins[0], len(ex.out_shape)))), ex.out_shape)
     return run
 
 
@@ -108,13 +115,13 @@ for _n, _f in _UNARY.items():
 
 @rule("invert")
 def _invert(ex):
-    x = np.asarray(ex.ins[0])
+    x = np.asarray(align(ex.ins[0], len(ex.out_shape)))
     return _fresh(~x if x.dtype.kind in "iub" else ~_raw(x), ex.out_shape)
 
 
 @rule("logical_not")
 def _logical_not(ex):
-    return _fresh(f32(ex.ins[0]) == 0, ex.out_shape)
+    return _fresh(f32(align(ex.ins[0], len(ex.out_shape))) == 0, ex.out_shape)
 
 
 # ----------------------------------------------------------------------------- binary
@@ -157,7 +164,8 @@ def binary(op, a, b):
 
 def _binary_rule(op):
     def run(ex: Ex):
-        return _fresh(binary(op, ex.ins[0], ex.ins[1]), ex.out_shape)
+        nd = len(ex.out_shape)
+        return _fresh(binary(op, align(ex.ins[0], nd), align(ex.ins[1], nd)), ex.out_shape)
     return run
 
 
@@ -168,19 +176,21 @@ for _n in list(_ARITH) + list(_BITVEC):
 
 @rule("where")
 def _where(ex):
-    c, x, y = ex.ins
+    c, x, y = (align(v, len(ex.out_shape)) for v in ex.ins)
     return _fresh(np.where(f32(c) != 0, f32(x), f32(y)), ex.out_shape)
 
 
 # ----------------------------------------------------------------------------- copies, fills
-@rule("copy", "load", "store", "broadcast_to", "load_transpose2d")
+@rule("copy", "load", "store", "broadcast_to", "load_transpose2d", "loop_reduce")
 def _copy(ex):
-    x = ex.ins[0]
+    x = align(ex.ins[0], len(ex.out_shape)) if ex.inst.op == "broadcast_to" else ex.ins[0]
     if ex.inst.op == "load_transpose2d":
         x = np.asarray(x).T
     if isinstance(x, np.ndarray) and x.shape != tuple(ex.out_shape):
         if x.size == int(np.prod(ex.out_shape)) and not _broadcastable(x.shape, ex.out_shape):
             x = x.reshape(ex.out_shape)  # why: NKI matches elements per partition, not shapes
+        else:
+            x = align(x, len(ex.out_shape))
     return _fresh(x, ex.out_shape)
 
 
@@ -212,7 +222,7 @@ def _random_seed(ex):
 
 @rule("dropout")
 def _dropout(ex):
-    x, rate = ex.ins
+    x, rate = (align(v, len(ex.out_shape)) for v in ex.ins)
     rate = f32(rate)
     keep = ex.state.rng.random(ex.out_shape, dtype=np.float32) >= rate
     x = np.asarray(x)
@@ -289,7 +299,7 @@ def _softmax(ex):
 @rule("rms_norm")
 def _rms_norm(ex):
     axes = tuple(ex.attrs["axis"])
-    x, w = f32(ex.ins[0]), f32(ex.ins[1])
+    x, w = f32(ex.ins[0]), f32(align(ex.ins[1], len(ex.out_shape)))
     ms = np.sum(x * x, axis=axes, keepdims=True) / np.float32(ex.attrs["n"])
     return x / np.sqrt(ms + np.float32(ex.attrs["epsilon"])) * w
 

@@ -24,6 +24,8 @@ __all__ = ["operand", "mask_expr", "emit", "compute", "new_tile", "assign", "req
            "require_hbm", "refs", "SET_TEMP_REFS", "IADD_TEMP_REFS", "scalar_dtype", "dtype_of"]
 
 _ONCHIP = ("sbuf", "psum")
+# opcodes allowed to address SBUF/PSUM with run-time indices (nki.isa adds its dynamic copies)
+DYNAMIC_ONCHIP_OPS: set = set()
 
 
 def _tensor_cls():
@@ -77,8 +79,10 @@ def dtype_of(x):
 
 def scalar_dtype(x):
     """Dtype a scalar operand contributes to promotion (numpy scalars are strongly typed)."""
-    if isinstance(x, np.generic):
+    if isinstance(x, np.generic) and D.is_supported(x.dtype):
         return D.canonical(x.dtype)
+    if isinstance(x, np.generic):
+        return D.canonical(type(x.item()))  # why: float64/int64 scalars act like Python ones
     return D.canonical(type(x))
 
 
@@ -97,6 +101,8 @@ def operand(x, api: str, arg: str):
     if isinstance(x, (int, float)):
         return Scalar(x)
     if isinstance(x, np.generic):
+        if not D.is_supported(x.dtype):
+            return Scalar(x.item())
         return Scalar(x.item(), D.name_of(D.canonical(x.dtype)))
     raise NkiError(None, f"operand '{arg}' of '{api}' must be a tile or a scalar, got "
                    f"{type(x).__name__}", user_location())
@@ -104,6 +110,7 @@ def operand(x, api: str, arg: str):
 
 def require_tile(x, api: str, arg: str):
     """``x`` must be an on-chip (SBUF/PSUM) tensor: ``err_unsupported_memory`` otherwise."""
+    C.require(f"nl.{api}")
     T = _tensor_cls()
     if not isinstance(x, T):
         return
@@ -117,6 +124,7 @@ def require_tile(x, api: str, arg: str):
 
 def require_hbm(x, api: str, arg: str):
     """``x`` must be an HBM tensor: ``err_unsupported_memory`` otherwise."""
+    C.require(f"nl.{api}")
     T = _tensor_cls()
     if not isinstance(x, T):
         raise NkiError(None, f"operand '{arg}' of '{api}' must be an HBM tensor, got "
@@ -201,6 +209,31 @@ def _check_bounds(ctx, acc: Access, masked: bool, loc):
                            "shrink the index range or guard the edge with mask=(index < size)")
 
 
+def _check_output_dependency(ctx, t, acc: Access, loc, api):
+    """Every iteration of an affine loop writing the same HBM location is an NKI error."""
+    if t.buffer in _ONCHIP or not ctx.loops:
+        return
+    decl = ctx.decls[ctx.root(t._name)]
+    if decl.kind not in ("input", "local", "output", "inout") or ctx.dead_depth:
+        return
+    used = set()
+    for e in acc.index or ():
+        used |= E.free_vars(e)
+        if E.dyns(e):
+            return  # why: run-time indices: the simulator sees the real addresses
+    for info in ctx.loops:
+        r = info["range"]
+        if info["kind"] != "affine" or len(r) < 2 or info["var"] in used:
+            continue
+        if info["id"] in t._scope:
+            continue  # why: the tensor is created inside this loop: fresh every iteration
+        raise NkiError("err_unexpected_output_dependencies",
+                       f"{api} writes the same region of '{decl.name}' in every iteration of "
+                       f"nl.affine_range loop '{info['var']}' ({len(r)} iterations)", loc,
+                       f"index the destination with '{info['var']}', or use nl.sequential_range "
+                       "if the iterations really depend on each other")
+
+
 def emit(op: str, outs, ins, *, attrs=None, mask=None, api: str | None = None):
     """Append ``outs = op(ins)`` with checks; ``outs``/``ins`` are frontend values."""
     api = api or op
@@ -213,10 +246,17 @@ def emit(op: str, outs, ins, *, attrs=None, mask=None, api: str | None = None):
         acc = o._access()
         out_ops.append(acc)
         ctx.note_write(o._name, loc)
+        _check_output_dependency(ctx, o, acc, loc, api)
     in_ops = [x if isinstance(x, (Access, Scalar, E.Affine, E.Pred)) else operand(x, api, "in")
               for x in ins]
     for a in out_ops + [x for x in in_ops if isinstance(x, Access)]:
         _check_bounds(ctx, a, m is not None, loc)
+        if op not in DYNAMIC_ONCHIP_OPS and a.index is not None and \
+                ctx.decls[a.tensor].buffer in _ONCHIP and any(E.dyns(e) for e in a.index):
+            raise NkiError("err_copy_dynamic_indirect_indices_not_natively_supported",
+                           f"'{api}' accesses on-chip tensor '{a.tensor}' with run-time "
+                           "(indirect) indices", loc,
+                           "use nisa.tensor_copy_dynamic_src/dst for dynamic offsets in SBUF")
     items = tuple(sorted((attrs or {}).items()))
     inst = Inst(op, tuple(out_ops), tuple(in_ops), items, m, loc)
     pos = ctx.emit_inst(inst)
@@ -314,7 +354,8 @@ def _check_assign_shapes(dst, value):
     if ds == vs:
         return
     try:
-        if np.broadcast_shapes(ds, vs) == ds:
+        pad = vs + (1,) * (len(ds) - len(vs)) if len(vs) < len(ds) else vs
+        if np.broadcast_shapes(ds, pad) == ds:
             return
     except ValueError:
         pass

@@ -22,6 +22,9 @@ def _lift(x):
         return x.expr
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         return E.const(int(x))
+    from .tensor import NkiTensor, _dyn_expr
+    if isinstance(x, NkiTensor):
+        return _dyn_expr(x)  # why: `offsets[0, i] + iy` is a run-time index expression
     return None
 
 
@@ -135,6 +138,12 @@ class IndexExpr:
         new_ndim = len(key)
         mapping = {io: E.as_expr(E.Iota(io.size, colons[io.axis], new_ndim)) for io in ios}
         return IndexExpr(E.substitute(self.expr, mapping))
+
+    def __setitem__(self, key, value):
+        raise NkiError("err_cannot_assign_to_index",
+                       f"cannot assign into the index expression '{E.to_str(self.expr)}'",
+                       user_location(), "index tensors are read-only; materialise them as a "
+                       "tile with nisa.iota(expr, dtype) first")
 
     @property
     def shape(self) -> tuple:

@@ -26,7 +26,11 @@ from ..ir import Kernel
 from . import context as C
 from .tensor import NkiTensor
 
-__all__ = ["Traced", "trace_kernel", "flatten_args", "TensorSpec", "is_tensor_like"]
+__all__ = ["Traced", "trace_kernel", "flatten_args", "TensorSpec", "is_tensor_like",
+           "TRACE_HOOKS"]
+
+# callables run on every finished trace (tests use it to round-trip every kernel's IR text)
+TRACE_HOOKS: list = []
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,8 @@ def _has_tensor(v, hook):
 
 
 def _const_repr(v):
+    if isinstance(v, np.generic):
+        v = v.item()
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
     return repr(v)
@@ -185,7 +191,12 @@ def spec_key(func, leaves, constants, grid, target, mapper=None):
     tens = []
     for path, v in leaves:
         shape, dt = _spec_of(v, mapper)
-        tens.append((path, tuple(int(s) for s in shape), D.name_of(D.canonical(dt))))
+        try:
+            dtc = D.canonical(dt)
+        except TypeError as exc:
+            raise NkiError(None, f"kernel argument '{path}': {exc}",
+                           hint="cast inputs to an NKI dtype, e.g. a.astype(np.float32)") from None
+        tens.append((path, tuple(int(s) for s in shape), D.name_of(dtc)))
     return (getattr(func, "__qualname__", repr(func)), tuple(tens), constants, tuple(grid),
             target)
 
@@ -255,7 +266,10 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
     kattrs["returns"] = returns
     kernel = Kernel(func.__name__, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
                     grid, target, tuple(sorted(kattrs.items())))
-    return Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
+    traced = Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
+    for hook_fn in TRACE_HOOKS:
+        hook_fn(traced)
+    return traced
 
 
 def _positional(bound):

@@ -404,17 +404,17 @@ def _classify(item):
                    user_location())
 
 
-def _dyn_expr(tile, t):
-    """An indirect index from an SBUF tile (or a view of it)."""
+def _dyn_expr(tile, t=None):
+    """An indirect index from an SBUF tile (or a view of it).
+
+    Run-time indices into on-chip tensors are refused where they are used (``emit.emit``),
+    since ``nisa.tensor_copy_dynamic_src/dst`` accept them.
+    """
     ctx = C.require("indirect index")
     tile._check_live("indirect index")
     if tile.buffer != "sbuf":
         raise NkiError("err_unsupported_memory", f"indirect indices must live in SBUF, got "
                        f"'{tile._name}' in {tile.buffer}", user_location())
-    if t.buffer in ("sbuf", "psum"):
-        raise NkiError("err_copy_dynamic_indirect_indices_not_natively_supported",
-                       f"run-time indices on on-chip tensor '{t._name}'", user_location(),
-                       "use nisa.tensor_copy_dynamic_src/dst for dynamic offsets in SBUF")
     ctx.note_read(tile._name)
     acc = tile._access()
     return E.as_expr(E.Dyn(acc.tensor, acc.index, tuple(tile.shape)))
