@@ -387,6 +387,13 @@ class Program:
             st.bufs[ca.tensor] = Buf(ca.tensor, res, init)
             return
         buf = st.bufs[ca.tensor]
+        if acc_mode == "add" and sel is None and ok is None and buf.init is None and \
+                buf.data.dtype == np.float32 and res.dtype == np.float32 and \
+                (ca.whole or (ca.fast and ca.perm is None)):
+            # why: PSUM accumulation is the matmul hot path: add in place, no temporaries
+            region = buf.data if ca.whole else ca.view_for_write(buf.data, st.env)
+            np.add(region, res.reshape(region.shape), out=region)
+            return  # (accumulation is never a loop-carried dependency: no race stamp)
         if acc_mode is not None:
             old = ca.read(buf.data, st.env, st.dyn)
             if buf.init is not None:

@@ -70,9 +70,12 @@ def align(x, ndim):
     return x
 
 
-def _fresh(x, shape):
-    out = np.array(np.broadcast_to(x, shape))  # why: rules must never alias their inputs
-    return out
+def _fresh(x, shape, ins=()):
+    """``x`` as a new array of ``shape`` that aliases no input (copied only when needed)."""
+    if isinstance(x, np.ndarray) and x.shape == tuple(shape) and x.base is None and \
+            not any(x is v for v in ins):
+        return x
+    return np.array(np.broadcast_to(x, shape))
 
 
 # ----------------------------------------------------------------------------- unary
@@ -105,7 +108,7 @@ ALU = {}  # canonical ALU name -> float32 binary function (shared with nki.isa)
 def _unary_rule(fn):
     def run(ex: Ex):
         with np.errstate(all="ignore"):
-            return _fresh(fn(f32(align(ex.ins[0], len(ex.out_shape)))), ex.out_shape)
+            return _fresh(fn(f32(align(ex.ins[0], len(ex.out_shape)))), ex.out_shape, ex.ins)
     return run
 
 
@@ -116,12 +119,12 @@ for _n, _f in _UNARY.items():
 @rule("invert")
 def _invert(ex):
     x = np.asarray(align(ex.ins[0], len(ex.out_shape)))
-    return _fresh(~x if x.dtype.kind in "iub" else ~_raw(x), ex.out_shape)
+    return _fresh(~x if x.dtype.kind in "iub" else ~_raw(x), ex.out_shape, ex.ins)
 
 
 @rule("logical_not")
 def _logical_not(ex):
-    return _fresh(f32(align(ex.ins[0], len(ex.out_shape))) == 0, ex.out_shape)
+    return _fresh(f32(align(ex.ins[0], len(ex.out_shape))) == 0, ex.out_shape, ex.ins)
 
 
 # ----------------------------------------------------------------------------- binary
@@ -165,7 +168,8 @@ def binary(op, a, b):
 def _binary_rule(op):
     def run(ex: Ex):
         nd = len(ex.out_shape)
-        return _fresh(binary(op, align(ex.ins[0], nd), align(ex.ins[1], nd)), ex.out_shape)
+        return _fresh(binary(op, align(ex.ins[0], nd), align(ex.ins[1], nd)), ex.out_shape,
+                      ex.ins)
     return run
 
 
@@ -177,7 +181,7 @@ for _n in list(_ARITH) + list(_BITVEC):
 @rule("where")
 def _where(ex):
     c, x, y = (align(v, len(ex.out_shape)) for v in ex.ins)
-    return _fresh(np.where(f32(c) != 0, f32(x), f32(y)), ex.out_shape)
+    return _fresh(np.where(f32(c) != 0, f32(x), f32(y)), ex.out_shape, ex.ins)
 
 
 # ----------------------------------------------------------------------------- copies, fills
@@ -191,7 +195,7 @@ def _copy(ex):
             x = x.reshape(ex.out_shape)  # why: NKI matches elements per partition, not shapes
         else:
             x = align(x, len(ex.out_shape))
-    return _fresh(x, ex.out_shape)
+    return _fresh(x, ex.out_shape, ex.ins)
 
 
 def _broadcastable(a, b):
