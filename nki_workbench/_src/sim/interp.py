@@ -148,7 +148,7 @@ class Program:
                 declared.add(s.decl.name)
                 nxt = body[k + 1] if k + 1 < len(body) else None
                 if self._fresh_writer(s.decl, nxt):
-                    skip_alloc.add(s.decl.name)
+                    skip_alloc.add(k + 1)  # why: only that next instruction creates the buffer
                     continue
                 fns.append(self._alloc(s.decl))
             elif isinstance(s, Loop):
@@ -156,8 +156,7 @@ class Program:
                     if s.kind == "affine" else affine_vars
                 fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff)))
             else:
-                fns.append(self._inst(s, s.outs and s.outs[0].tensor in skip_alloc
-                                      and s is body[k], affine_vars))
+                fns.append(self._inst(s, k in skip_alloc, affine_vars))
         return fns
 
     def _fresh_writer(self, decl, nxt) -> bool:
