@@ -32,7 +32,7 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import (LoopCarriedDependencyWarning, NkiError, NkiWarning,
                       UninitializedReadWarning, warn)
-from ..ir import OPCODES, Access, Alloc, Inst, Kernel, Loop, Scalar
+from ..ir import OPCODES, Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from .access import CompiledAccess
 from .rules import RULES, Ex, binary, f32
@@ -152,8 +152,10 @@ class Program:
                     continue
                 fns.append(self._alloc(s.decl))
             elif isinstance(s, Loop):
-                inner_aff = affine_vars + ((s.var, frozenset(declared)),) \
-                    if s.kind == "affine" else affine_vars
+                # why: only tensors both read and (non-accumulating) written inside the loop can
+                # carry a value between iterations; stamping others would only cost time
+                inner_aff = affine_vars + ((s.var, frozenset(declared) & _read_and_written(
+                    s.body, self.decls)),) if s.kind == "affine" else affine_vars
                 fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff)))
             else:
                 fns.append(self._inst(s, k in skip_alloc, affine_vars))
@@ -315,6 +317,8 @@ class Program:
                 if res is None:
                     continue
                 out_sel = ex.out_sel if ex.out_sel is not None else sel
+                if binds and any(res is v for v in vals):
+                    res = np.array(res)  # why: a new tile must not alias its source buffer
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
                               in_affine, outer_sets, out_ok)
         return run
@@ -530,7 +534,7 @@ class Program:
             if tuple(arr.shape) != tuple(p.shape):
                 raise NkiError(None, f"input '{p.name}' has shape {list(arr.shape)}, the trace "
                                f"expects {list(p.shape)}")
-            shared[p.name] = Buf(p.name, np.array(D.cast(arr, p.dtype)))
+            shared[p.name] = Buf(p.name, D.cast(arr, p.dtype))  # cast always copies
         grid = tuple(k.grid) or (1,)
         pids = list(np.ndindex(*grid))
         if k.attr("has_collectives") and len(pids) > 1:
@@ -587,6 +591,23 @@ class Program:
 # "never written" propagates to it instead of being reported (reported when it is observed)
 _LANEWISE = {"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"}
 _CROSS_LANE = {"load_transpose2d", "atomic_rmw"}
+
+
+def _read_and_written(body, decls):
+    """Root tensor names that the statements both read and write (not by accumulation)."""
+    def root(name):
+        while decls[name].base is not None:
+            name = decls[name].base
+        return name
+    reads, writes = set(), set()
+    for inst in walk_insts(body):
+        for o in inst.ins:
+            if isinstance(o, Access):
+                reads.add(root(o.tensor))
+        if inst.attr("acc") is None:
+            for o in inst.outs:
+                writes.add(root(o.tensor))
+    return reads & writes
 
 
 def _rowwise(inst):

@@ -1,0 +1,770 @@
+"""The time model: schedule the simulated instruction stream on engines and DMA queues.
+
+Pipeline:
+  1. **Stream.** :class:`~.interp.Program` runs the kernel (zeros unless inputs are given) with an
+     observer that sees every executed instruction with its loop-variable values; each one is
+     turned into a record: the static price (:func:`~..hw.cost.price`, computed once per IR
+     instruction) and the exact regions it reads and writes (one ``(start, step, count)`` triple
+     per tensor dimension, run-time indices evaluated on the simulated data).
+  2. **Schedule.** Records are placed in program order. Each compute engine runs its own
+     instructions in order; DMAs go round-robin to the core's 16 queues and occupy the DMA
+     engines that serve their partitions. An instruction starts when its engine (or queue and DMA
+     engines) is free, when every RAW / WAR / WAW predecessor on an overlapping region of the
+     same tile instance has finished (plus the semaphore latency), when its PSUM banks are
+     released by the previous accumulation group, and when a shared port (hw §1.3) is free.
+  3. **Timeline.** Events (engine or queue, start/end ns, opcode, operands, bytes, FLOPs, kernel
+     line, loop indices, the formula that priced it, and what it waited for), with per-engine
+     busy time, a roofline summary, the critical path, a matplotlib Gantt chart and a Perfetto
+     (Chrome trace-event JSON) export.
+
+Every figure comes from :mod:`..hw.cost`; the named assumptions there (``ASSUMPTIONS``) say
+where public facts end.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from .. import dtypes as D
+from ..hw.cost import CostTarget, cost_target, price
+from ..ir import Access, Alloc, Kernel, Loop
+from ..ir import expr as E
+from .interp import Program, SimParams
+
+__all__ = ["Event", "Timeline", "timeline", "estimate_latency_us", "collect", "schedule",
+           "TRACK_NAMES"]
+
+TRACK_NAMES = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
+               "sync": "Sync"}
+_DMA = "dma"
+
+
+class Event:
+    """One scheduled instruction.
+
+    Attributes:
+        idx: position in the timeline's event list.
+        core: physical core it ran on.
+        pid: SPMD program (tuple of program ids).
+        track: row name: ``Tensor``, ``Vector``, ``Scalar``, ``GpSimd``, ``Sync`` or a DMA queue
+            ``q0`` ... ``q15``.
+        engine: ``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``sync`` or ``dma``.
+        op: the IR opcode.
+        start_ns: start time.
+        end_ns: end time.
+        loc: kernel ``file:line``.
+        loops: loop indices, ``((var, value), ...)`` outermost first.
+        cycles: engine cycles (0 for DMA).
+        formula: the formula that priced it, with its variables and source.
+        flops: floating-point operations.
+        bytes: bytes moved (DMA).
+        wait: what decided the start (``engine``, ``raw``, ``war``, ``waw``, ``queue``,
+            ``dma_engine``, ``port``, ``psum_bank``, ``start``).
+        after: index of the event that decided the start (-1: none).
+        issue_ns: for DMAs, when their dependencies were met (data moves after the fixed cost).
+    """
+
+    __slots__ = ("idx", "core", "pid", "track", "engine", "op", "start_ns", "end_ns", "loc",
+                 "loops", "cycles", "formula", "flops", "bytes", "wait", "after", "issue_ns",
+                 "_rec")
+
+    @property
+    def duration_ns(self) -> float:
+        """``end_ns - start_ns``."""
+        return self.end_ns - self.start_ns
+
+    @property
+    def operands(self) -> str:
+        """The regions written and read, ``out <- in, ...`` (tensor[start:stop:step, ...])."""
+        rec = self._rec
+        w = ", ".join(_region_str(k[0], r) for k, r in rec.writes)
+        r = ", ".join(_region_str(k[0], r) for k, r in rec.reads)
+        return f"{w} <- {r}" if w else r
+
+    def as_dict(self) -> dict:
+        """The event as plain data (what the Perfetto export and widgets read)."""
+        return {"track": self.track, "engine": self.engine, "op": self.op, "core": self.core,
+                "pid": list(self.pid), "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "loc": self.loc, "loops": dict(self.loops), "cycles": self.cycles,
+                "formula": self.formula, "flops": self.flops, "bytes": self.bytes,
+                "operands": self.operands, "wait": self.wait, "after": self.after}
+
+    def __repr__(self) -> str:
+        return (f"Event({self.track} {self.op} {self.start_ns:.1f}-{self.end_ns:.1f} ns "
+                f"{self.loc or ''})")
+
+
+def _region_str(name, region) -> str:
+    dims = []
+    for lo, step, count in region:
+        if count == 1:
+            dims.append(str(lo))
+        else:
+            dims.append(f"{lo}:{lo + step * (count - 1) + 1}" + (f":{step}" if step != 1 else ""))
+    return f"{name}[{', '.join(dims)}]"
+
+
+# ------------------------------------------------------------------------------ regions
+def _ap_overlap(a0, s0, n0, a1, s1, n1) -> bool:
+    """Whether two arithmetic progressions (start, step > 0, count) share an element."""
+    h0, h1 = a0 + s0 * (n0 - 1), a1 + s1 * (n1 - 1)
+    lo, hi = max(a0, a1), min(h0, h1)
+    if lo > hi:
+        return False
+    if s0 == 1 or n0 == 1:
+        if n0 == 1:
+            return (a0 - a1) % s1 == 0 and a1 <= a0 <= h1
+        first = a1 + -(-(lo - a1) // s1) * s1  # why: first element of AP1 at or after lo
+        return first <= hi
+    if s1 == 1 or n1 == 1:
+        return _ap_overlap(a1, s1, n1, a0, s0, n0)
+    g = math.gcd(s0, s1)
+    if (a1 - a0) % g:
+        return False
+    # x = a0 + s0*i ≡ a1 (mod s1): solve for the smallest x >= lo (CRT)
+    m = s1 // g
+    i = ((a1 - a0) // g * pow(s0 // g, -1, m)) % m if m > 1 else 0
+    x, period = a0 + s0 * i, s0 * m
+    if x < lo:
+        x += -(-(lo - x) // period) * period
+    return x <= hi
+
+
+def _overlap(r0, r1) -> bool:
+    for (a0, s0, n0), (a1, s1, n1) in zip(r0, r1, strict=False):
+        if a0 + s0 * (n0 - 1) < a1 or a1 + s1 * (n1 - 1) < a0:
+            return False
+        if (s0 != 1 or s1 != 1) and not _ap_overlap(a0, s0, n0, a1, s1, n1):
+            return False
+    return True
+
+
+def _covers(big, small) -> bool:
+    for (a0, s0, n0), (a1, s1, n1) in zip(big, small, strict=False):
+        if a1 < a0 or a1 + s1 * (n1 - 1) > a0 + s0 * (n0 - 1):
+            return False
+        if s0 != 1 and ((a1 - a0) % s0 or (n1 > 1 and s1 % s0)):
+            return False
+    return True
+
+
+def _dim_fn(e, size):
+    """A function ``(env, dyn) -> (start, step, count)`` for one dimension's index."""
+    if e is None:
+        const = (0, 1, int(size))
+        return const, None
+    lin = None
+    if isinstance(e, E.Affine):
+        vars_, io = [], None
+        for atom, k in e.terms:
+            if isinstance(atom, E.Var):
+                vars_.append((atom.name, k))
+            elif isinstance(atom, E.Iota) and io is None:
+                io = (atom.size, k)
+            else:
+                vars_ = None
+                break
+        if vars_ is not None:
+            lin = (e.const, tuple(vars_), io or (1, 0))
+    if lin is None:  # non-affine or indirect: exact bounds of the evaluated indices
+        def ev(env, dyn):
+            vals = np.asarray(E.evaluate(e, env, dyn))
+            lo, hi = int(vals.min()), int(vals.max())
+            return (lo, 1, hi - lo + 1)
+        return None, ev
+    c, vars_, (cnt, k) = lin
+    step = abs(k) if cnt > 1 else 1
+    back = k * (cnt - 1) if k < 0 else 0  # why: a negative step covers [start + k*(n-1), start]
+    if not vars_:
+        return (c + back, step, cnt), None
+
+    def lin_fn(env, dyn):
+        s = c + back
+        for v, kv in vars_:
+            s += kv * env[v]
+        return (s, step, cnt)
+    return None, lin_fn
+
+
+class _AccSpec:
+    """One access of an instruction, compiled: which tile instance, which region."""
+
+    __slots__ = ("name", "scope", "shared", "const", "fns", "psum_bytes", "on_chip", "par_dim")
+
+    def __init__(self, acc: Access, decls: dict, scopes: dict):
+        decl = decls[acc.tensor]
+        root = decl
+        while root.base is not None:
+            root = decls[root.base]
+        self.name = root.name
+        self.scope = scopes.get(root.name, ())
+        self.shared = root.kind in ("input", "inout", "output") or root.buffer == "shared_hbm"
+        self.psum_bytes = 0
+        self.on_chip = root.buffer in ("sbuf", "psum")
+        self.par_dim = root.par_dim
+        if root.buffer == "psum":
+            parts = root.shape[root.par_dim] if root.shape else 1
+            total = math.prod(root.shape) * D.itemsize(D.from_name(root.dtype))
+            self.psum_bytes = max(1, total // max(1, parts))
+        if root is not decl or acc.index is None:  # views and whole tensors: the whole root
+            self.const = tuple((0, 1, int(s)) for s in root.shape)
+            self.fns = None
+            return
+        dims = [_dim_fn(e, s) for e, s in zip(acc.index, decl.shape, strict=False)]
+        if all(fn is None for _, fn in dims):
+            self.const, self.fns = tuple(c for c, _ in dims), None
+        else:
+            self.const = None
+            self.fns = tuple((c, fn) for c, fn in dims)
+
+    def key(self, env, pid):
+        """The tile instance: root name, enclosing loop values at its allocation, program."""
+        vals = tuple(env[v] for v in self.scope) if self.scope else ()
+        return (self.name, vals, None if self.shared else pid)
+
+    def region(self, env, dyn):
+        """Per-dimension ``(start, step, count)`` of the accessed elements."""
+        if self.fns is None:
+            return self.const
+        return tuple(c if fn is None else fn(env, dyn) for c, fn in self.fns)
+
+
+class _Static:
+    """Everything about one IR instruction that does not change between executions."""
+
+    __slots__ = ("inst", "price", "reads", "writes", "loops", "track", "engine", "acc",
+                 "ports")
+
+    def __init__(self, inst, decls, scopes, loops, t: CostTarget):
+        self.inst = inst
+        self.price = price(inst, decls, t)
+        self.engine = self.price.engine
+        self.track = TRACK_NAMES.get(self.engine, self.engine)
+        self.loops = loops
+        self.acc = inst.attr("acc") is not None
+        dyn_tiles = [a for x in (*inst.ins, *inst.outs) if isinstance(x, (Access, E.Affine))
+                     for e in ((x.index or ()) if isinstance(x, Access) else (x,))
+                     for a in E.dyns(e)]
+        reads = [x for x in inst.ins if isinstance(x, Access)]
+        reads += [Access(d.tensor, d.index) for d in dyn_tiles]
+        if self.acc:  # why: accumulation reads the old destination value
+            reads += list(inst.outs)
+        self.reads = [_AccSpec(a, decls, scopes) for a in reads]
+        self.writes = [_AccSpec(a, decls, scopes) for a in inst.outs]
+        self.ports = _ports(self, decls, t)
+
+
+def _ports(s: _Static, decls, t: CostTarget) -> tuple:
+    """Shared ports the instruction needs (hw §1.3): ``sbuf_vg``, ``psum_vs``, ``psum_bank``."""
+    bufs = set()
+    for x in (*s.inst.ins, *s.inst.outs):
+        if isinstance(x, Access):
+            d = decls[x.tensor]
+            while d.base is not None:
+                d = decls[d.base]
+            bufs.add(d.buffer)
+    ports = []
+    eng = s.engine
+    if "sbuf" in bufs and eng in ("vector", "gpsimd"):
+        if t.port_sbuf_vector_gpsimd == "always" or eng == "gpsimd" or s.price.perf_mode > 1:
+            ports.append("sbuf_vg")  # v3+: only VectorE's perf modes share GpSimd's bus
+    if "psum" in bufs and eng in ("vector", "scalar"):
+        ports.append("psum_vs" if t.port_psum_vector_scalar == "always" else "psum_bank")
+    return tuple(ports)
+
+
+class _Rec:
+    __slots__ = ("s", "pid", "env", "reads", "writes")
+
+    def __init__(self, s, pid, env, reads, writes):
+        self.s, self.pid, self.env, self.reads, self.writes = s, pid, env, reads, writes
+
+
+# ------------------------------------------------------------------------------ stream
+def _scopes_and_loops(body, stack=(), scopes=None, loops=None):
+    """Loop variables enclosing each Alloc (tile instance identity) and each Inst."""
+    scopes = {} if scopes is None else scopes
+    loops = {} if loops is None else loops
+    for s in body:
+        if isinstance(s, Alloc):
+            scopes[s.decl.name] = stack
+        elif isinstance(s, Loop):
+            _scopes_and_loops(s.body, stack + (s.var,), scopes, loops)
+        else:
+            loops[id(s)] = stack
+    return scopes, loops
+
+
+def _zeros(kernel: Kernel) -> dict:
+    return {p.name: np.zeros(p.shape, dtype=D.storage_dtype(D.from_name(p.dtype)))
+            for p in kernel.params}
+
+
+def collect(kernel: Kernel, inputs=None, target=None) -> list:
+    """Runs the kernel in the simulator and returns the executed instruction records.
+
+    Args:
+        kernel: the IR kernel.
+        inputs: parameter name -> array (or a sequence in parameter order); zeros when ``None``.
+        target: cost target (default: the kernel's).
+
+    Returns:
+        Records in program order (per SPMD program), for :func:`schedule`.
+    """
+    t = cost_target(target or kernel.target)
+    if inputs is None:
+        inputs = _zeros(kernel)
+    elif not isinstance(inputs, dict):
+        inputs = {p.name: np.asarray(x) for p, x in zip(kernel.params, inputs, strict=True)}
+    decls = kernel.decls()
+    scopes, loops = _scopes_and_loops(kernel.body)
+    statics: dict = {}
+    recs: list = []
+
+    def observe(inst, st):
+        s = statics.get(id(inst))
+        if s is None:
+            s = statics[id(inst)] = _Static(inst, decls, scopes, loops.get(id(inst), ()), t)
+        if s.engine == "none":
+            return
+        env, pid, dyn = st.env, st.pid, st.dyn
+        recs.append(_Rec(s, pid, tuple(env[v] for v in s.loops),
+                         [(a.key(env, pid), a.region(env, dyn)) for a in s.reads],
+                         [(a.key(env, pid), a.region(env, dyn)) for a in s.writes]))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # why: numerics warnings are the simulator's business
+        Program(kernel).run(inputs, SimParams(detect_races=False), observer=observe)
+    return recs
+
+
+# ------------------------------------------------------------------------------ scheduler
+class _Sched:
+    """Greedy in-order list scheduler over engines, DMA queues/engines, ports and PSUM banks."""
+
+    def __init__(self, t: CostTarget, cores: int, grid: tuple):
+        self.t = t
+        self.cores = cores
+        self.grid = grid or (1,)
+        self.hist: dict = {}
+        self.free: dict = {}  # (core, resource) -> (time, event idx)
+        self.rr: dict = {}  # core -> next DMA queue
+        self.bank_next: dict = {}
+        self.bank_owner: dict = {}
+        self.banks: dict = {}  # psum instance key -> (core, banks)
+        self.events: list = []
+        self.core_of: dict = {}
+        self.lat = {e: t.dep_latency_cycles / g for e, g in t.clock_ghz.items()}
+
+    def _core(self, pid) -> int:
+        c = self.core_of.get(pid)
+        if c is None:
+            lin = int(np.ravel_multi_index(pid, self.grid)) if pid else 0
+            c = self.core_of[pid] = lin % self.cores
+        return c
+
+    def _psum_banks(self, core, key, nbytes):
+        got = self.banks.get(key)
+        if got is not None:
+            return got[1]
+        hw = self.t.hw
+        n = min(hw.psum_banks, max(1, -(-nbytes // hw.psum_bank_bytes)))
+        start = self.bank_next.get(core, 0)
+        if start + n > hw.psum_banks:
+            start = 0
+        banks = tuple(range(start, start + n))
+        self.bank_next[core] = (start + n) % hw.psum_banks
+        for b in banks:
+            self.bank_owner[(core, b)] = key
+        self.banks[key] = (core, banks)
+        return banks
+
+    def place(self, rec: _Rec):
+        s = rec.s
+        core = self._core(rec.pid)
+        eng = s.engine
+        best, why, after = 0.0, "start", -1
+        lat = 0.0 if eng == _DMA else self.lat.get(eng, 0.0)
+        hist = self.hist
+        # data dependencies on exact regions of the same tile instance
+        for key, reg in rec.reads:
+            h = hist.get(key)
+            if h is None:
+                continue
+            for wreg, end, idx, weng in h[0]:
+                if end + lat > best and _overlap(reg, wreg):
+                    d = end if (weng == eng and s.acc and eng == "tensor") else end + lat
+                    if d > best:
+                        best, why, after = d, "raw", idx
+        for key, reg in rec.writes:
+            h = hist.get(key)
+            if h is None:
+                continue
+            for kind, lst in (("waw", h[0]), ("war", h[1])):
+                for wreg, end, idx, weng in lst:
+                    d = end if weng == eng else end + lat
+                    if d > best and _overlap(reg, wreg):
+                        best, why, after = d, kind, idx
+        # PSUM banks: a new accumulation group waits for the banks' previous owner
+        psum_banks = []
+        for (key, _), spec in zip(rec.writes + rec.reads, s.writes + s.reads, strict=True):
+            if spec.psum_bytes:
+                fresh = key not in self.banks
+                banks = self._psum_banks(core, key, spec.psum_bytes)
+                psum_banks.extend(banks)
+                if fresh:
+                    for b in banks:
+                        tb, ib = self.free.get((core, "bank", b), (0.0, -1))
+                        if tb > best:
+                            best, why, after = tb, "psum_bank", ib
+        if eng == _DMA:
+            return self._place_dma(rec, core, best, why, after, psum_banks)
+        tr = (core, eng)
+        te, ie = self.free.get(tr, (0.0, -1))
+        if te > best:
+            best, why, after = te, "engine", ie
+        port_keys = []
+        for p in s.ports:
+            if p == "psum_bank":
+                port_keys += [(core, "port", p, b) for b in psum_banks]
+            else:
+                port_keys.append((core, "port", p))
+        for pk in port_keys:
+            tp, ip = self.free.get(pk, (0.0, -1))
+            if tp > best:
+                best, why, after = tp, "port", ip
+        end = best + s.price.ns
+        ev = self._event(rec, core, s.track, best, end, why, after)
+        self.free[tr] = (end, ev.idx)
+        for pk in port_keys:
+            self.free[pk] = (end, ev.idx)
+        self._record(rec, end, ev.idx, eng, core, psum_banks)
+        return ev
+
+    def _place_dma(self, rec, core, ready, why, after, psum_banks):
+        t, plan = self.t, rec.s.price.dma
+        q = self.rr.get(core, 0)
+        self.rr[core] = (q + 1) % t.dma_queues
+        start = ready + plan.fixed_ns
+        if start > ready:
+            why = why if why != "start" else "fixed"
+        tq, iq = self.free.get((core, "q", q), (0.0, -1))
+        if tq > start:
+            start, why, after = tq, "queue", iq
+        ppe = t.partitions_per_dma_engine
+        if plan.partitions:
+            p0 = self._partition_start(rec)
+            engines = range(p0 // ppe, min(t.dma_engines, (p0 + plan.partitions - 1) // ppe + 1))
+        else:
+            engines = range(t.dma_engines)
+        for e in engines:
+            te, ie = self.free.get((core, "dmae", e), (0.0, -1))
+            if te > start:
+                start, why, after = te, "dma_engine", ie
+        end = start + plan.engine_ns(t, len(engines))
+        ev = self._event(rec, core, f"q{q}", start, end, why, after)
+        ev.issue_ns = ready
+        self.free[(core, "q", q)] = (end, ev.idx)
+        for e in engines:
+            self.free[(core, "dmae", e)] = (end, ev.idx)
+        self._record(rec, end, ev.idx, _DMA, core, psum_banks)
+        return ev
+
+    def _partition_start(self, rec) -> int:
+        for (_, reg), spec in zip(rec.writes + rec.reads, rec.s.writes + rec.s.reads,
+                                  strict=True):
+            if spec.on_chip and spec.par_dim < len(reg):
+                return reg[spec.par_dim][0]
+        return 0
+
+    def _event(self, rec, core, track, start, end, why, after):
+        s = rec.s
+        ev = Event()
+        ev.idx, ev.core, ev.pid, ev.track, ev.engine = len(self.events), core, rec.pid, \
+            track, s.engine
+        ev.op, ev.start_ns, ev.end_ns, ev.loc = s.inst.op, start, end, s.inst.loc
+        ev.loops = tuple(zip(s.loops, rec.env, strict=True))
+        ev.cycles, ev.formula, ev.flops = s.price.cycles, s.price.formula, s.price.flops
+        ev.bytes, ev.wait, ev.after, ev.issue_ns, ev._rec = s.price.bytes, why, after, start, rec
+        self.events.append(ev)
+        return ev
+
+    def _record(self, rec, end, idx, eng, core, psum_banks):
+        hist = self.hist
+        for key, reg in rec.writes:
+            h = hist.get(key)
+            if h is None:
+                h = hist[key] = ([], [])
+            # why: an older writer/reader inside this region is subsumed (this write waited)
+            h[0][:] = [x for x in h[0] if not _covers(reg, x[0])]
+            h[1][:] = [x for x in h[1] if not _covers(reg, x[0])]
+            h[0].append((reg, end, idx, eng))
+        for key, reg in rec.reads:
+            h = hist.get(key)
+            if h is None:
+                h = hist[key] = ([], [])
+            rd = h[1]
+            if rd and rd[-1][0] == reg and rd[-1][1] <= end:
+                rd[-1] = (reg, end, idx, eng)
+            else:
+                rd.append((reg, end, idx, eng))
+        for b in psum_banks:
+            tb, _ = self.free.get((core, "bank", b), (0.0, -1))
+            if end >= tb:
+                self.free[(core, "bank", b)] = (end, idx)
+
+
+def schedule(records: list, target=None, *, cores: int = 1, grid: tuple = (),
+             kernel_name: str = "") -> Timeline:
+    """Schedules instruction records (from :func:`collect`) into a :class:`Timeline`."""
+    t = cost_target(target)
+    sch = _Sched(t, max(1, int(cores)), tuple(grid))
+    for rec in records:
+        sch.place(rec)
+    return Timeline(sch.events, t, kernel_name=kernel_name, cores=sch.cores)
+
+
+def timeline(kernel, inputs=None, target=None, *, cores: int | None = None) -> Timeline:
+    """Estimates the kernel's execution as a per-engine timeline.
+
+    Args:
+        kernel: an IR :class:`~..ir.Kernel` (or an object with a ``.kernel`` attribute).
+        inputs: parameter name -> numpy array (or a sequence in parameter order); zeros of the
+            parameter shapes and dtypes when ``None`` (only indirect indices and data-dependent
+            control flow read them).
+        target: ``'trn1'``, ``'trn2'``, ``'trn3'`` (default: the kernel's target).
+        cores: physical cores the SPMD programs are spread over (default: min(grid size, LNC),
+            ``assume:spmd_cores``).
+
+    Returns:
+        The :class:`Timeline`.
+    """
+    kernel = getattr(kernel, "kernel", kernel)
+    t = cost_target(target or kernel.target)
+    nprog = int(math.prod(kernel.grid)) if kernel.grid else 1
+    if cores is None:
+        cores = min(nprog, t.lnc_default)
+    recs = collect(kernel, inputs, t)
+    return schedule(recs, t, cores=cores, grid=tuple(kernel.grid), kernel_name=kernel.name)
+
+
+_LATENCY_CACHE: dict = {}
+
+
+def estimate_latency_us(kernel, target=None) -> float:
+    """Single-run latency estimate of an IR kernel, in microseconds (zeros as inputs).
+
+    Args:
+        kernel: an IR :class:`~..ir.Kernel`.
+        target: target name (default: the kernel's).
+
+    Returns:
+        The end time of the last instruction of :func:`timeline`, in microseconds.
+    """
+    kernel = getattr(kernel, "kernel", kernel)
+    key = (id(kernel), cost_target(target or kernel.target).name)
+    hit = _LATENCY_CACHE.get(key)
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    us = timeline(kernel, None, target).latency_us
+    if len(_LATENCY_CACHE) > 64:
+        _LATENCY_CACHE.clear()
+    _LATENCY_CACHE[key] = (kernel, us)
+    return us
+
+
+# ------------------------------------------------------------------------------ result
+_ENGINE_ORDER = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")
+
+
+def _union(intervals) -> float:
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        elif e > cur_e:
+            cur_e = e
+    return total + (cur_e - cur_s if cur_e is not None else 0.0)
+
+
+class Timeline:
+    """The estimated execution of a kernel: events per engine and DMA queue.
+
+    Attributes:
+        events: the :class:`Event` list, in program order.
+        target: the :class:`~..hw.cost.CostTarget` it was priced for.
+        kernel_name: the kernel's name.
+        cores: physical cores the SPMD programs ran on.
+        total_ns: end of the last event (the kernel's estimated latency).
+    """
+
+    def __init__(self, events: list, target: CostTarget, *, kernel_name: str = "",
+                 cores: int = 1):
+        self.events = events
+        self.target = target
+        self.kernel_name = kernel_name
+        self.cores = cores
+        self.total_ns = max((e.end_ns for e in events), default=0.0)
+
+    @property
+    def latency_us(self) -> float:
+        """Estimated latency in microseconds."""
+        return self.total_ns / 1000.0
+
+    def _row(self, e: Event) -> str:
+        return e.track if self.cores == 1 else f"core{e.core}/{e.track}"
+
+    def tracks(self) -> list:
+        """Row names in neuron-profile order: DMA queues first, then the engines."""
+        seen = {(e.core, e.track) for e in self.events}
+
+        def order(ct):
+            c, tr = ct
+            if tr.startswith("q"):
+                return (c, 0, int(tr[1:]))
+            return (c, 1, _ENGINE_ORDER.index(tr) if tr in _ENGINE_ORDER else 9)
+        return [tr if self.cores == 1 else f"core{c}/{tr}" for c, tr in sorted(seen, key=order)]
+
+    def by_engine(self) -> dict:
+        """Events per row: ``Tensor``, ``Vector``, ..., ``q0``... (``coreN/``-prefixed)."""
+        out = {tr: [] for tr in self.tracks()}
+        for e in self.events:
+            out[self._row(e)].append(e)
+        return out
+
+    def busy_ns(self) -> dict:
+        """Busy time per row, plus ``DMA`` (union of all queues' transfers)."""
+        out = {tr: _union((e.start_ns, e.end_ns) for e in evs)
+               for tr, evs in self.by_engine().items()}
+        out["DMA"] = _union((e.start_ns, e.end_ns) for e in self.events if e.engine == _DMA)
+        return out
+
+    def utilization(self) -> dict:
+        """Busy fraction of the kernel's latency per row (and ``DMA``)."""
+        tot = self.total_ns or 1.0
+        return {k: v / tot for k, v in self.busy_ns().items()}
+
+    def roofline(self) -> dict:
+        """Achieved vs peak TensorE FLOP/s and DMA bandwidth, and which roof binds.
+
+        Returns:
+            dict with ``flops``, ``peak_flops_per_s`` (BF16 dense, hw §0), ``flops_per_s``,
+            ``mfu`` (fraction of peak), ``dma_bytes``, ``peak_dma_bytes_per_s`` (hw §0),
+            ``dma_bytes_per_s``, ``dma_utilization``, ``arithmetic_intensity`` (FLOP/byte),
+            ``ridge`` (peak FLOP/s / peak bytes/s) and ``bound`` (``compute``/``memory``).
+        """
+        t, tot = self.target, (self.total_ns or 1.0) * 1e-9
+        flops = sum(e.flops for e in self.events if e.engine == "tensor")
+        nbytes = sum(e.bytes for e in self.events if e.engine == _DMA)
+        pf, pb = t.peak_flops("bfloat16") * self.cores, t.peak_dma_bytes_per_s * self.cores
+        ai = flops / nbytes if nbytes else math.inf
+        ridge = pf / pb
+        return {"flops": flops, "peak_flops_per_s": pf, "flops_per_s": flops / tot,
+                "mfu": flops / tot / pf, "dma_bytes": nbytes, "peak_dma_bytes_per_s": pb,
+                "dma_bytes_per_s": nbytes / tot, "dma_utilization": nbytes / tot / pb,
+                "arithmetic_intensity": ai, "ridge": ridge,
+                "bound": "compute" if ai >= ridge else "memory"}
+
+    def critical_path(self) -> list:
+        """The chain of events that decided the end time, first to last.
+
+        Each event's ``wait``/``after`` name the constraint that fixed its start; the path
+        follows them back from the last event to finish.
+        """
+        if not self.events:
+            return []
+        e = max(self.events, key=lambda x: x.end_ns)
+        path = [e]
+        while e.after >= 0:
+            e = self.events[e.after]
+            path.append(e)
+        return path[::-1]
+
+    def summary(self) -> dict:
+        """Latency, per-row busy time, utilisation and counts, roofline, critical path.
+
+        The critical-path entry is the time spent on each row along :meth:`critical_path`.
+        """
+        by = self.by_engine()
+        busy = self.busy_ns()
+        tot = self.total_ns or 1.0
+        rows = {tr: {"busy_ns": busy[tr], "utilization": busy[tr] / tot, "count": len(evs)}
+                for tr, evs in by.items()}
+        crit = {}
+        for e in self.critical_path():
+            crit[self._row(e)] = crit.get(self._row(e), 0.0) + e.duration_ns
+        engines = {k: v for k, v in rows.items() if not k.split("/")[-1].startswith("q")}
+        return {"kernel": self.kernel_name, "target": self.target.name,
+                "latency_us": self.latency_us, "total_ns": self.total_ns,
+                "instructions": len(self.events), "rows": rows,
+                "dma_busy_ns": busy["DMA"], "dma_utilization": busy["DMA"] / tot,
+                "critical_engine": max(engines, key=lambda k: engines[k]["busy_ns"])
+                if engines else None,
+                "critical_path_ns": crit, "roofline": self.roofline(), "estimate": True}
+
+    def report(self) -> str:
+        """A plain-text summary table."""
+        s = self.summary()
+        r = s["roofline"]
+        lines = [f"timeline of {s['kernel']} on {s['target']} (estimate): "
+                 f"{s['latency_us']:.3f} us, {s['instructions']} instructions",
+                 f"{'row':<12}{'count':>8}{'busy us':>12}{'util':>8}"]
+        for tr, v in s["rows"].items():
+            lines.append(f"{tr:<12}{v['count']:>8}{v['busy_ns'] / 1000:>12.3f}"
+                         f"{v['utilization']:>8.1%}")
+        lines.append(f"{'DMA (all)':<12}{'':>8}{s['dma_busy_ns'] / 1000:>12.3f}"
+                     f"{s['dma_utilization']:>8.1%}")
+        lines.append(f"TensorE {r['flops_per_s'] / 1e12:.2f} / {r['peak_flops_per_s'] / 1e12:.1f}"
+                     f" TFLOP/s ({r['mfu']:.1%}); DMA {r['dma_bytes_per_s'] / 1e9:.1f} / "
+                     f"{r['peak_dma_bytes_per_s'] / 1e9:.0f} GB/s ({r['dma_utilization']:.1%}); "
+                     f"intensity {r['arithmetic_intensity']:.1f} vs ridge {r['ridge']:.1f} FLOP/B"
+                     f" -> {r['bound']}-bound; busiest engine {s['critical_engine']}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<Timeline {self.kernel_name} {self.target.name}: {self.latency_us:.3f} us, "
+                f"{len(self.events)} events>")
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(self.report())
+
+    def to_perfetto(self, path=None) -> dict:
+        """Chrome/Perfetto trace-event JSON (one process per core, one thread per row).
+
+        Args:
+            path: when given, the trace is also written there.
+
+        Returns:
+            The trace as a dict (``{"traceEvents": [...], ...}``).
+        """
+        from .perfetto import to_trace_events, write_trace
+        trace = to_trace_events(self)
+        if path is not None:
+            write_trace(trace, path)
+        return trace
+
+    def save_perfetto(self, path) -> str:
+        """Writes the Perfetto trace to ``path`` (load it in ui.perfetto.dev); returns the path."""
+        self.to_perfetto(path)
+        return str(path)
+
+    def plot(self, start=None, end=None, ax=None):
+        """Gantt chart: one row per engine and DMA queue, bars coloured by opcode.
+
+        Args:
+            start: window start in ns (default 0).
+            end: window end in ns (default the kernel's end).
+            ax: a matplotlib Axes to draw into (default: a new Figure).
+
+        Returns:
+            The matplotlib Figure.
+        """
+        from .perfetto import plot_gantt
+        return plot_gantt(self, start, end, ax)
+
+    plot_timeline = plot
