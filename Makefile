@@ -23,8 +23,10 @@ $(STAMP): pyproject.toml | $(PY)
 	rm -f $(VENV)/.installed $(VENV)/.installed-noinit
 	touch $(STAMP)
 
+# Two xdist workers on two cores: one BLAS thread each (OpenBLAS busy-waits when threads
+# outnumber cores, which made small matmuls ~50x slower).
 test: install
-	$(PY) -m pytest -n 2 tests
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 tests
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
 		$(PY) -m pytest --nbval-lax --nbval-current-env notebooks; rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "nbval: no notebook tests collected"; rc=0; fi; \

@@ -14,8 +14,8 @@ import time
 import ml_dtypes
 import numpy as np
 
-from nki_workbench import nki
 import nki_workbench.nki.language as nl
+from nki_workbench import nki
 
 BF16 = ml_dtypes.bfloat16
 

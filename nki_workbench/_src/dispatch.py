@@ -1,21 +1,173 @@
-"""``nki.jit``: the decorator that carries a kernel function, its launch grid and its mode.
+"""``nki.jit``: the decorator that carries a kernel function, its launch grid, mode and options.
 
-``GenericKernel[grid](*args)`` traces once per specialisation (cached) and runs the kernel in
-the chosen mode. Mode ``"simulation"`` runs the CPU simulator; on a machine without Neuron
-hardware the workbench also simulates ``"auto"``/``"baremetal"`` calls with numpy arguments.
+Calling a :class:`GenericKernel` picks the concrete kernel class with :func:`compute_mode`
+(memoised per class and grid) and calls it:
+
+=============  ===========================================================================
+mode           class
+=============  ===========================================================================
+``jax``        ``JAXKernel`` (JAX bridge)
+``torchxla``   ``PyTorchXLAKernel`` (PyTorch bridge)
+``baremetal``  :class:`~.runtime.BaremetalKernel`
+``benchmark``  :class:`~.runtime.BenchmarkKernel`
+``simulation`` :class:`~.runtime.SimulateKernel`
+``auto``       from the argument types: a jax array/tracer when JAX's backend is ``neuron``
+               → ``JAXKernel``; a torch tensor → ``PyTorchXLAKernel``; else ``BaremetalKernel``
+=============  ===========================================================================
+
+Bridge slots: ``JAXKernel`` and ``PyTorchXLAKernel`` below are placeholders that name the
+missing bridge when used. A bridge module (:data:`BRIDGE_MODULES`, imported lazily the first
+time its mode is chosen) defines its ``FrameworkKernel`` subclass and calls
+``register_mode("jax", TheJAXKernel)``, which replaces the slot in :data:`_native_mode_map`
+and appends the class to ``encode.FRAMEWORK_CLASSES``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib
+import importlib.util
 import os
 
+from .encode import FRAMEWORK_CLASSES, FrameworkKernel
 from .errors import NkiError
-from .runtime import get_traced, run_traced
+from .runtime import (
+    BaremetalKernel,
+    BenchmarkKernel,
+    ProfileKernel,
+    SimulateKernel,
+    get_traced,
+    run_traced,
+)
 
-__all__ = ["GenericKernel", "jit", "MODES"]
+__all__ = ["GenericKernel", "jit", "compute_mode", "MODES", "JAXKernel", "PyTorchXLAKernel",
+           "register_mode", "BRIDGE_MODULES"]
 
-MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "trace")
+MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation")
+
+BRIDGE_MODULES = {"jax": "nki_workbench._src.bridges.jax",
+                  "torchxla": "nki_workbench._src.bridges.torch"}
+"""Module that registers each framework mode's class, imported on first use."""
+
+
+class _BridgeSlot(FrameworkKernel):
+    """A framework mode whose bridge module has not registered its class (yet)."""
+
+    MODE = ""
+
+    def __init__(self, func, *args, **kwargs):
+        raise NkiError("wb_bridge_missing",
+                       f"mode '{self.MODE}' needs the {self.MODE} bridge "
+                       f"({BRIDGE_MODULES[self.MODE]}), which is not available in this build",
+                       hint="call the kernel with numpy arrays, or use mode='simulation'")
+
+
+class JAXKernel(_BridgeSlot):
+    """Slot of the JAX bridge's ``FrameworkKernel`` (``mode="jax"``)."""
+
+    MODE = "jax"
+
+
+class PyTorchXLAKernel(_BridgeSlot):
+    """Slot of the PyTorch bridge's ``FrameworkKernel`` (``mode="torchxla"``)."""
+
+    MODE = "torchxla"
+
+
+_native_mode_map = {"jax": JAXKernel, "torchxla": PyTorchXLAKernel,
+                    "baremetal": BaremetalKernel, "benchmark": BenchmarkKernel,
+                    "simulation": SimulateKernel}
+
+
+def register_mode(mode: str, cls: type) -> None:
+    """Install a bridge's kernel class for ``mode`` (``"jax"`` or ``"torchxla"``)."""
+    if mode not in BRIDGE_MODULES:
+        raise ValueError(f"only the framework modes {', '.join(BRIDGE_MODULES)} take a bridge "
+                         f"class, not {mode!r}")
+    if not (isinstance(cls, type) and issubclass(cls, FrameworkKernel)):
+        raise TypeError(f"a bridge class must subclass FrameworkKernel, got {cls!r}")
+    _native_mode_map[mode] = cls
+    if cls not in FRAMEWORK_CLASSES:
+        FRAMEWORK_CLASSES.append(cls)
+
+
+def _mode_class(mode: str) -> type:
+    cls = _native_mode_map[mode]
+    if issubclass(cls, _BridgeSlot) and importlib.util.find_spec(
+            BRIDGE_MODULES[mode].rsplit(".", 1)[0]) is not None:
+        try:
+            importlib.import_module(BRIDGE_MODULES[mode])
+        except ModuleNotFoundError as exc:
+            if exc.name != BRIDGE_MODULES[mode]:
+                raise
+        cls = _native_mode_map[mode]
+    return cls
+
+
+def _leaves(x, out):
+    if isinstance(x, dict):
+        for v in x.values():
+            _leaves(v, out)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _leaves(v, out)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            _leaves(getattr(x, f.name), out)
+    else:
+        out.append(x)
+    return out
+
+
+def _root_module(x) -> str:
+    return type(x).__module__.split(".", 1)[0]
+
+
+def _is_neuron_jax_array(x) -> bool:
+    import jax  # lazily: only when a jax value is among the arguments
+    if not isinstance(x, (jax.Array, jax.core.Tracer)):
+        return False
+    try:
+        return jax.default_backend() == "neuron"
+    except RuntimeError:  # no backend could be initialised
+        return False
+
+
+def _is_torch_tensor(x) -> bool:
+    import torch  # lazily: only when a torch value is among the arguments
+    return isinstance(x, torch.Tensor)
+
+
+_AUTO_RULES = (("jax", _is_neuron_jax_array, "jax"), ("jaxlib", _is_neuron_jax_array, "jax"),
+               ("torch", _is_torch_tensor, "torchxla"))
+
+
+def compute_mode(args, kwargs, mode):
+    """The kernel class for a call: ``mode`` through ``_native_mode_map``, or by argument type.
+
+    Args:
+        args: positional call arguments.
+        kwargs: keyword call arguments.
+        mode: ``"auto"`` or one of the keys of ``_native_mode_map``.
+
+    Returns:
+        The kernel class.
+
+    Raises:
+        ValueError: an unknown mode (``'<mode>' passed to nki.jit ...``).
+    """
+    if mode != "auto":
+        if mode not in _native_mode_map:
+            raise ValueError(f"'{mode}' passed to nki.jit is not a valid mode; choose one of "
+                             f"{', '.join(MODES)}")
+        return _mode_class(mode)
+    for x in _leaves((tuple(args), dict(kwargs)), []):
+        root = _root_module(x)
+        for module, test, chosen in _AUTO_RULES:
+            if root == module and test(x):
+                return _mode_class(chosen)
+    return _native_mode_map["baremetal"]
 
 
 class GenericKernel:
@@ -25,18 +177,20 @@ class GenericKernel:
         func: the Python kernel function.
         mode: execution mode.
         grid: SPMD launch grid (``()`` = one program).
-        kwargs: options (``platform_target``, ``additional_compile_opt``...).
+        kwargs: options (``platform_target``, ``additional_compile_opt``...), handed to the
+            concrete kernel class.
     """
 
     def __init__(self, func, mode: str = "auto", grid=(), **kwargs):
-        if mode not in MODES:
-            raise ValueError(f"'{mode}' passed to nki.jit is not a valid mode; choose one of "
-                             f"{', '.join(MODES[:-1])}")
+        if mode != "auto" and mode not in _native_mode_map:
+            compute_mode((), {}, mode)  # raises the unknown-mode error
         self.func = func
         self.mode = mode
         self.grid = tuple(grid)
         self.kwargs = kwargs
-        self._cache: dict = {}
+        self._cache: dict = {}      # traces of the simulate()/trace() helpers
+        self._kernels: dict = {}    # (class, grid) -> concrete kernel, shared by k[...] copies
+        self._last = None
         functools.update_wrapper(self, func)
 
     @property
@@ -47,19 +201,30 @@ class GenericKernel:
 
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
-        k = GenericKernel(self.func, self.mode, tuple(int(g) for g in grid), **self.kwargs)
-        k._cache = self._cache
+        k = GenericKernel(self.func, self.mode, grid, **self.kwargs)
+        k._cache, k._kernels = self._cache, self._kernels
         return k
 
     def trace(self, *args, **kwargs):
         """The traced kernel (:class:`~nki_workbench._src.trace.kernel.Traced`) for these args."""
-        return get_traced(self.func, args, kwargs, grid=self.grid, target=self.platform_target,
-                          cache=self._cache)
+        from .encode import check_grid, hardware_target
+        target = hardware_target(self.platform_target) if self.platform_target else None
+        grid = check_grid(self.grid, self.platform_target or "trn1")
+        return get_traced(self.func, args, kwargs, grid=grid, target=target, cache=self._cache)
 
     def simulate(self, *args, params=None, **kwargs):
         """Run in the CPU simulator and return the outputs as numpy arrays."""
         traced = self.trace(*args, **kwargs)
         return run_traced(traced, self.func, args, kwargs, params)
+
+    def concrete(self, cls) -> object:
+        """The memoised kernel of class ``cls`` for this grid."""
+        key = (cls, self.grid)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = cls(self.func, grid=self.grid, **self.kwargs)
+            self._kernels[key] = kernel
+        return kernel
 
     def __call__(self, *args, **kwargs):
         from .trace import context as C
@@ -69,10 +234,18 @@ class GenericKernel:
                                f"kernel '{self.func.__name__}' launched with a grid from inside "
                                "another kernel", hint="call the sub-kernel without a grid")
             return self.func(*args, **kwargs)
-        if self.mode in ("simulation", "trace", "auto", "baremetal"):
-            return self.simulate(*args, **kwargs)
-        raise NkiError(None, f"mode '{self.mode}' needs the framework bridge, which is not "
-                       "available in this build")
+        kernel = self.concrete(compute_mode(args, kwargs, self.mode))
+        self._last = kernel
+        return kernel(*args, **kwargs)
+
+    @property
+    def benchmark_result(self):
+        """``benchmark_result`` of the last benchmark run (``mode="benchmark"``)."""
+        result = getattr(self._last, "benchmark_result", None)
+        if result is None:
+            raise AttributeError("no benchmark result yet: call the kernel with "
+                                 "mode='benchmark' first")
+        return result
 
     def __repr__(self):
         grid = f"[{', '.join(map(str, self.grid))}]" if self.grid else ""
@@ -86,7 +259,7 @@ def jit(func=None, mode: str = "auto", **kwargs):
         func: the kernel function.
         mode: ``"auto"``, ``"simulation"``, ``"baremetal"``, ``"benchmark"``, ``"jax"``,
             ``"torchxla"``.
-        **kwargs: options such as ``platform_target="trn2"``.
+        **kwargs: options such as ``platform_target="trn2"``, ``additional_compile_opt``.
 
     Returns:
         GenericKernel (or a decorator when ``func`` is omitted).
@@ -98,3 +271,16 @@ def jit(func=None, mode: str = "auto", **kwargs):
 
 def _unwrap(f):
     return f.func if isinstance(f, GenericKernel) else f
+
+
+def _numpy_decorator(cls):
+    def decorator(kernel=None, **kwargs):
+        if kernel is None:
+            return lambda f: cls(_unwrap(f), getattr(f, "grid", ()), **kwargs)
+        return cls(_unwrap(kernel), getattr(kernel, "grid", ()), **kwargs)
+    return decorator
+
+
+baremetal = _numpy_decorator(BaremetalKernel)
+benchmark = _numpy_decorator(BenchmarkKernel)
+profile = _numpy_decorator(ProfileKernel)

@@ -65,11 +65,12 @@ class ShadowingWarning(NkiWarning):
 
 
 def user_location(skip_pkg: bool = True) -> str | None:
-    """Return ``"file:line"`` of the innermost stack frame outside this package (the kernel line)."""
+    """Return ``"file:line"`` of the innermost frame outside this package (the kernel line)."""
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
-        if not (skip_pkg and os.path.abspath(fname).startswith(_PKG_DIR)) and "<frozen" not in fname:
+        inside = skip_pkg and os.path.abspath(fname).startswith(_PKG_DIR)
+        if not inside and "<frozen" not in fname:
             return f"{_short(fname)}:{frame.f_lineno}"
         frame = frame.f_back
     return None

@@ -1,24 +1,65 @@
-"""The numpy execution family: run a traced kernel on numpy inputs in the simulator.
+"""The numpy execution family: run a traced kernel on numpy inputs.
 
 ``simulate(kernel_fn, args, kwargs, grid=..., target=..., params=...)`` traces (through the
 per-kernel cache), binds the concrete arrays to the kernel parameters, runs
 :class:`~.sim.interp.Program` and returns outputs the way NKI does: the returned tensors as
 numpy arrays (a tuple/list when the kernel returns one), or — legacy convention — writes the
 results into the numpy arrays passed as output arguments and returns ``None``.
+
+The kernel classes ``nki.jit`` picks for numpy arguments (all share :class:`NumpyKernel`):
+
+* :class:`SimulateKernel` — the CPU simulator (``mode="simulation"``).
+* :class:`BaremetalKernel` — writes the IR to ``penguin.py``, compiles it with ``neuronx-cc``
+  and runs the NEFF on a Neuron device. Workbench policy on machines without one: with no
+  compiler or no device it runs in the simulator after a one-time :class:`NoNeuronDeviceWarning`;
+  ``NKI_WORKBENCH_STRICT=1`` raises the error NKI would give instead.
+* :class:`BenchmarkKernel` — latency percentiles; without a device they come from the cost model
+  (``nki_workbench._src.sim.timing.estimate_latency_us``) and are marked as estimates.
+* :class:`ProfileKernel` — writes a JSON summary (and, when the time model provides
+  ``Inspection.to_perfetto``, a Perfetto trace) into ``working_directory``.
+
+Executing a NEFF goes through :class:`NeuronRuntime` (``libnrt`` via ctypes). No Neuron device
+was available while writing it: that path is untested here.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+
 import numpy as np
 
 from . import dtypes as D
-from .errors import NkiError
+from .errors import NkiError, NkiWarning
 from .sim.interp import Program, SimParams
 from .trace.kernel import Traced, flatten_args, trace_kernel
 
-__all__ = ["simulate", "run_traced", "get_traced"]
+__all__ = ["simulate", "run_traced", "get_traced", "package_outputs", "SIM_HOOKS",
+           "NumpyKernel", "SimulateKernel", "BaremetalKernel", "BenchmarkKernel",
+           "ProfileKernel", "BenchmarkResult", "LatencyStats", "NeuronRuntime",
+           "NoNeuronDeviceWarning", "write_tensorizer_ir", "compile_command", "STRICT_ENV"]
+
+STRICT_ENV = "NKI_WORKBENCH_STRICT"
+PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
+
+SIM_HOOKS: list = []
+"""Callables ``fn(traced, inputs, params, outputs)`` run after every simulation (tests use it to
+check the backend_config round trip of every kernel the suite simulates)."""
 
 _PROGRAMS: dict = {}
+
+
+class NoNeuronDeviceWarning(NkiWarning):
+    """A device mode ran in the CPU simulator because this machine has no Neuron device."""
 
 
 def _program(traced: Traced) -> Program:
@@ -33,8 +74,8 @@ def get_traced(func, args, kwargs, *, grid=(), target=None, cache=None) -> Trace
     """Trace ``func`` for these arguments, reusing ``cache[key]`` when given."""
     if cache is None:
         return trace_kernel(func, args, kwargs, grid=grid, target=target)
-    from .trace.kernel import _constants, spec_key
     from .hw import get_target
+    from .trace.kernel import _constants, spec_key
     bound, leaves = flatten_args(func, args, kwargs)
     key = spec_key(func, leaves, _constants(bound, None), tuple(grid), get_target(target).name)
     traced = cache.get(key)
@@ -44,32 +85,51 @@ def get_traced(func, args, kwargs, *, grid=(), target=None, cache=None) -> Trace
     return traced
 
 
-def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = None):
-    """Simulate an already traced kernel on concrete arguments."""
+def package_outputs(kernel, outs: dict, arrays):
+    """Simulator outputs in the kernel's calling convention.
+
+    Returns the single array, a tuple/list, or — legacy kernels — writes each output into the
+    matching array of ``arrays`` (parameter order) and returns ``None``.
+    """
+    returns = kernel.attr("returns", "single")
+    if returns == "none":
+        by_name = {d.name: a for d, a in zip(kernel.params, arrays, strict=True)}
+        for name in kernel.outputs:
+            dst = by_name[name]
+            dst[...] = D.cast(outs[name], dst.dtype) if dst.dtype != outs[name].dtype \
+                else outs[name]
+        return None
+    vals = [np.array(outs[n]) for n in kernel.outputs]
+    if returns == "single":
+        return vals[0]
+    return tuple(vals) if returns == "tuple" else vals
+
+
+def _inputs(traced: Traced, func, args, kwargs):
     _, leaves = flatten_args(func, args, kwargs)
     k = traced.kernel
     if len(leaves) != len(k.params):
         raise NkiError(None, f"kernel '{k.name}' was traced with {len(k.params)} tensor "
                        f"arguments, called with {len(leaves)}")
-    inputs = {}
-    for decl, (path, v) in zip(k.params, leaves):
+    arrays = []
+    for path, v in leaves:
         if not isinstance(v, np.ndarray):
             raise NkiError(None, f"simulation needs numpy arrays; argument '{path}' is "
                            f"{type(v).__name__}",
                            hint="placeholders (nt.tensor[...]) only trace; pass arrays to run")
-        inputs[decl.name] = v
+        arrays.append(v)
+    return arrays
+
+
+def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = None):
+    """Simulate an already traced kernel on concrete arguments."""
+    arrays = _inputs(traced, func, args, kwargs)
+    k = traced.kernel
+    inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
     outs = _program(traced).run(inputs, params)
-    if traced.returns == "none":
-        by_name = {d.name: v for d, (_, v) in zip(k.params, leaves)}
-        for name in k.outputs:
-            dst = by_name[name]
-            dst[...] = D.cast(outs[name], dst.dtype) if dst.dtype != outs[name].dtype \
-                else outs[name]
-        return None
-    vals = [np.array(outs[n]) for n in k.outputs]
-    if traced.returns == "single":
-        return vals[0]
-    return tuple(vals) if traced.returns == "tuple" else vals
+    for hook in SIM_HOOKS:
+        hook(traced, inputs, params, outs)
+    return package_outputs(k, outs, arrays)
 
 
 def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, cache=None):
@@ -81,3 +141,454 @@ def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, c
     kwargs = kwargs or {}
     traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
     return run_traced(traced, func, args, kwargs, params)
+
+
+# ----------------------------------------------------------------------------- compiler
+def write_tensorizer_ir(traced: Traced, path: str) -> str:
+    """Write the traced kernel as ``penguin.py``, the compiler's input file.
+
+    The file is Python: the kernel name, target and the workbench IR text (``IR``), which
+    ``nki_workbench.ir.parse`` reads back. (The real ``neuronx-cc`` expects NKI's own tensorizer
+    IR in this file, so a real compiler rejects ours; the command line is what is reproduced.)
+    """
+    from .ir import print_kernel
+    k = traced.kernel
+    text = (f"# penguin.py: kernel '{k.name}' traced by nki_workbench for neuronx-cc\n"
+            f"KERNEL_NAME = {k.name!r}\nTARGET = {k.target!r}\nGRID = {tuple(k.grid)!r}\n"
+            f"IR = {print_kernel(k)!r}\n")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def compile_command(target: str, additional_compile_opt: str | None = None) -> list:
+    """The exact ``neuronx-cc`` argv NKI runs (in the directory holding ``penguin.py``)."""
+    argv = ["neuronx-cc", "compile", "--framework", "XLA", "penguin.py",
+            "--internal-tensorizer-opt-level=nki", "--pipeline", "compile", "SaveTemps",
+            "--target", target]
+    return argv + (shlex.split(additional_compile_opt) if additional_compile_opt else [])
+
+
+def _check_empty_dir(path: str) -> str:
+    path = os.path.abspath(path)
+    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise NkiError(None, f"artifacts_dir '{path}' must be an empty directory",
+                       hint="pass a new or empty directory (neuronx-cc fails otherwise)")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+# ----------------------------------------------------------------------------- device runtime
+class NeuronRuntime:
+    """Runs a NEFF on a NeuronCore through ``libnrt`` (ctypes).
+
+    UNTESTED: no Neuron device was available while this was written. Assumes the NEFF's input
+    and output tensors are named after the kernel's parameters and outputs.
+    """
+
+    _PLACEMENT_DEVICE = 0
+    _FRAMEWORK_NO_FW = 1
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+        self._check(lib.nrt_init(self._FRAMEWORK_NO_FW, b"", b""), "nrt_init")
+
+    @classmethod
+    def load(cls):
+        """The runtime when a Neuron device and ``libnrt`` are present, else ``None``."""
+        if not glob.glob("/dev/neuron[0-9]*"):
+            return None
+        name = ctypes.util.find_library("nrt")
+        return cls(ctypes.CDLL(name)) if name else None
+
+    @staticmethod
+    def _check(status: int, call: str):
+        if status != 0:
+            raise RuntimeError(f"Neuron runtime call {call} failed with status {status}")
+
+    def _tensor_set(self, arrays: dict, outputs: dict):
+        lib, p = self.lib, ctypes.c_void_p
+        tset = p()
+        self._check(lib.nrt_allocate_tensor_set(ctypes.byref(tset)), "nrt_allocate_tensor_set")
+        handles = {}
+        for name, arr in {**arrays, **outputs}.items():
+            t = p()
+            self._check(lib.nrt_tensor_allocate(self._PLACEMENT_DEVICE, 0, arr.nbytes,
+                                                name.encode(), ctypes.byref(t)), name)
+            if name in arrays:
+                self._check(lib.nrt_tensor_write(t, arr.ctypes.data, 0, arr.nbytes), name)
+            self._check(lib.nrt_add_tensor_to_tensor_set(tset, name.encode(), t), name)
+            handles[name] = t
+        return tset, handles
+
+    def execute(self, neff_path: str, inputs: dict, outputs: dict, *, repeat: int = 1,
+                trace_path: str | None = None) -> tuple[dict, list]:
+        """Run the NEFF ``repeat`` times; returns (outputs, per-run seconds)."""
+        lib, p = self.lib, ctypes.c_void_p
+        with open(neff_path, "rb") as f:
+            neff = f.read()
+        model = p()
+        self._check(lib.nrt_load(neff, len(neff), 0, 1, ctypes.byref(model)), "nrt_load")
+        out_arrays = {n: np.empty(s, dtype=D.storage_dtype(dt)) for n, (s, dt) in outputs.items()}
+        in_set, _ = self._tensor_set(inputs, {})
+        out_set, handles = self._tensor_set({}, out_arrays)
+        times = []
+        if trace_path:
+            self._check(lib.nrt_profile_start(model, trace_path.encode()), "nrt_profile_start")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            self._check(lib.nrt_execute(model, in_set, out_set), "nrt_execute")
+            times.append(time.perf_counter() - t0)
+        if trace_path:
+            self._check(lib.nrt_profile_stop(trace_path.encode()), "nrt_profile_stop")
+        for name, arr in out_arrays.items():
+            self._check(lib.nrt_tensor_read(handles[name], arr.ctypes.data, 0, arr.nbytes), name)
+        lib.nrt_unload(model)
+        return out_arrays, times
+
+
+# ----------------------------------------------------------------------------- kernel classes
+class NumpyKernel:
+    """Base of the numpy family: a kernel function, grid and options, traced per specialisation.
+
+    Args:
+        func: the kernel function.
+        grid: SPMD launch grid.
+        **options: the class's options (:attr:`OPTIONS`); others are rejected by name.
+    """
+
+    OPTIONS: dict = {"platform_target": None, "additional_compile_opt": None}
+
+    def __init__(self, func, grid=(), **options):
+        unknown = sorted(set(options) - set(self.OPTIONS))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unknown option(s) {', '.join(unknown)}; "
+                            f"it accepts {', '.join(sorted(self.OPTIONS))}")
+        self.func = func
+        self.grid = tuple(grid or ())
+        self.options = {**self.OPTIONS, **options}
+        self._cache: dict = {}
+
+    def __getitem__(self, grid):
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        k = type(self)(self.func, grid, **{n: self.options[n] for n in self.OPTIONS
+                                           if self.options[n] != self.OPTIONS[n]})
+        k._cache = self._cache
+        return k
+
+    def _target(self, warn: bool) -> tuple[str, bool]:
+        from .encode import resolve_platform_target
+        return resolve_platform_target(self.options["platform_target"], warn=warn)
+
+    def trace(self, args, kwargs, *, warn: bool = False) -> tuple[Traced, str]:
+        """The traced kernel and its platform target for these arguments."""
+        from .encode import check_grid, hardware_target
+        target, _ = self._target(warn)
+        grid = check_grid(self.grid, target)
+        traced = get_traced(self.func, args, kwargs, grid=grid, target=hardware_target(target),
+                            cache=self._cache)
+        return traced, target
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def __repr__(self):
+        grid = f"[{', '.join(map(str, self.grid))}]" if self.grid else ""
+        return f"<{type(self).__name__} {getattr(self.func, '__name__', '?')}{grid}>"
+
+
+class SimulateKernel(NumpyKernel):
+    """Runs the kernel in the CPU simulator (``mode="simulation"``); returns numpy outputs."""
+
+    OPTIONS = {**NumpyKernel.OPTIONS, "params": None}
+
+    def __call__(self, *args, **kwargs):
+        traced, _ = self.trace(args, kwargs)
+        return run_traced(traced, self.func, args, kwargs, self.options["params"])
+
+
+_warned_no_device = False
+
+
+def _no_device(kernel: NumpyKernel, what: str, compiler: bool) -> None:
+    """The workbench policy on machines without Neuron hardware (one warning, or strict)."""
+    global _warned_no_device
+    from .encode import user_stacklevel
+    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+        if not compiler:
+            raise FileNotFoundError(2, "No such file or directory", "neuronx-cc")
+        raise RuntimeError("NRT initialization failed: no Neuron device found on this machine "
+                           "(/dev/neuron* missing)")
+    if not _warned_no_device:
+        _warned_no_device = True
+        missing = "no Neuron device" if compiler else "no `neuronx-cc` compiler and no Neuron " \
+            "device"
+        warnings.warn(f"nki_workbench: {missing} on this machine; {what} kernel "
+                      f"'{kernel.func.__name__}' runs in the CPU simulator instead (set "
+                      f"{STRICT_ENV}=1 to make this an error, or use mode='simulation').",
+                      NoNeuronDeviceWarning, stacklevel=user_stacklevel())
+
+
+class BaremetalKernel(NumpyKernel):
+    """Compile with ``neuronx-cc`` and run on a local Neuron device (``mode="baremetal"``).
+
+    Options: ``save_neff_name`` (keep the NEFF there), ``save_trace_name`` (keep an NTFF trace;
+    device only), ``artifacts_dir`` (compiler work directory; must be empty),
+    ``additional_compile_opt`` (extra compiler flags), ``platform_target``.
+    """
+
+    OPTIONS = {**NumpyKernel.OPTIONS, "save_neff_name": None, "save_trace_name": None,
+               "artifacts_dir": None}
+    MODE = "baremetal"
+
+    def compile(self, traced: Traced, target: str, save_neff: str | None = None) -> str:
+        """Write ``penguin.py`` and run ``neuronx-cc``; returns the NEFF path.
+
+        Args:
+            traced: the kernel.
+            target: the ``--target`` architecture.
+            save_neff: where to copy the NEFF (default: the ``save_neff_name`` option).
+
+        Raises:
+            subprocess.CalledProcessError: the compiler failed.
+        """
+        opts = self.options
+        workdir = _check_empty_dir(opts["artifacts_dir"]) if opts["artifacts_dir"] \
+            else tempfile.mkdtemp(prefix="nki_workbench_")
+        write_tensorizer_ir(traced, os.path.join(workdir, "penguin.py"))
+        subprocess.run(compile_command(target, opts["additional_compile_opt"]), cwd=workdir,
+                       stdout=subprocess.DEVNULL, check=True)
+        neff = os.path.join(workdir, "file.neff")
+        if not os.path.exists(neff):
+            raise NkiError(None, f"neuronx-cc finished but wrote no file.neff in {workdir}")
+        save_neff = save_neff or opts["save_neff_name"]
+        if save_neff:
+            shutil.copyfile(neff, save_neff)
+            return save_neff
+        return neff
+
+    def _prepare(self, args, kwargs):
+        compiler = shutil.which("neuronx-cc") is not None
+        traced, target = self.trace(args, kwargs, warn=compiler)
+        neff = self.compile(traced, target) if compiler else None
+        runtime = NeuronRuntime.load() if compiler else None
+        return traced, target, neff, runtime
+
+    def _device_io(self, traced, args, kwargs):
+        k = traced.kernel
+        decls = k.decls()
+        arrays = _inputs(traced, self.func, args, kwargs)
+        inputs = {d.name: np.ascontiguousarray(D.cast(a, d.dtype)) for d, a in
+                  zip(k.params, arrays, strict=True)}
+        outs = {n: (decls[n].shape, D.from_name(decls[n].dtype)) for n in k.outputs}
+        return arrays, inputs, outs
+
+    def __call__(self, *args, **kwargs):
+        traced, _, neff, runtime = self._prepare(args, kwargs)
+        if runtime is None:
+            _no_device(self, self.MODE, neff is not None)
+            if self.options["save_trace_name"]:
+                warnings.warn(f"save_trace_name={self.options['save_trace_name']!r}: no NTFF "
+                              "trace is written without a Neuron device", NoNeuronDeviceWarning,
+                              stacklevel=2)
+            return run_traced(traced, self.func, args, kwargs)
+        arrays, inputs, outs = self._device_io(traced, args, kwargs)
+        result, _ = runtime.execute(neff, inputs, outs, trace_path=self.options[
+            "save_trace_name"])
+        return package_outputs(traced.kernel, result, arrays)
+
+
+class LatencyStats:
+    """Latency samples of one NeuronCore, in microseconds.
+
+    Attributes:
+        samples_us: per-iteration latencies.
+        is_estimate: true when they come from the cost model, not a device.
+        source: where the numbers come from.
+    """
+
+    def __init__(self, samples_us, is_estimate: bool, source: str):
+        self.samples_us = np.asarray(samples_us, dtype=np.float64)
+        self.is_estimate = is_estimate
+        self.source = source
+
+    def get_latency_percentile(self, p) -> float:
+        """Latency percentile ``p`` (one of 0, 1, 10, 25, 50, 90, 99, 100) in microseconds."""
+        if p not in PERCENTILES:
+            raise ValueError(f"latency percentile {p!r} is not recorded; use one of "
+                             f"{', '.join(map(str, PERCENTILES))}")
+        return float(np.percentile(self.samples_us, p))
+
+    def __repr__(self):
+        kind = "estimate" if self.is_estimate else "measured"
+        return (f"<nc_latency p50={self.get_latency_percentile(50):.3f}us {kind} "
+                f"({self.source})>")
+
+
+class BenchmarkResult:
+    """``benchmark_result`` of a benchmarked kernel: ``nc_latency`` plus the run settings."""
+
+    def __init__(self, nc_latency: LatencyStats, warmup: int, iters: int):
+        self.nc_latency = nc_latency
+        self.warmup = warmup
+        self.iters = iters
+
+    def __repr__(self):
+        return f"<BenchmarkResult warmup={self.warmup} iters={self.iters} {self.nc_latency!r}>"
+
+
+def _estimate_latency_us(kernel) -> float:
+    try:
+        from .sim.timing import estimate_latency_us
+    except ImportError:
+        raise NkiError("wb_no_cost_model", "latency estimates need the cost model "
+                       "(nki_workbench._src.sim.timing), which this build does not have",
+                       hint="run on a Neuron device, or use nki.simulate_kernel for "
+                            "numerics") from None
+    value = float(estimate_latency_us(kernel, kernel.target))
+    if not np.isfinite(value) or value <= 0:
+        raise NkiError("wb_bad_latency_estimate",
+                       f"the cost model estimated {value} us for kernel '{kernel.name}'")
+    return value
+
+
+class BenchmarkKernel(BaremetalKernel):
+    """Latency of the kernel over ``iters`` runs after ``warmup`` (``nki.benchmark``).
+
+    After a call, ``benchmark_result.nc_latency.get_latency_percentile(p)`` gives microseconds.
+    Without a device the numbers are the cost model's deterministic estimate (every percentile
+    equal) and ``nc_latency.is_estimate`` is true. Arguments may be ``nt.tensor[[shape], dtype]``
+    placeholders; outputs are undefined (``None`` is returned), as on the device.
+    """
+
+    OPTIONS = {**BaremetalKernel.OPTIONS, "warmup": 10, "iters": 100}
+    MODE = "benchmark"
+
+    def __init__(self, func, grid=(), **options):
+        super().__init__(func, grid, **options)
+        for name in ("warmup", "iters"):
+            v = self.options[name]
+            if not isinstance(v, int) or isinstance(v, bool) or v < (name == "iters"):
+                raise ValueError(f"nki.benchmark {name}={v!r} must be an integer >= "
+                                 f"{int(name == 'iters')}")
+        self.benchmark_result: BenchmarkResult | None = None
+
+    def __call__(self, *args, **kwargs):
+        compiler = shutil.which("neuronx-cc") is not None
+        traced, target = self.trace(args, kwargs, warn=compiler)
+        if traced.kernel.attr("has_collectives"):
+            raise NkiError(None, "NKI not yet supports collective compute",
+                           hint="benchmark single-core kernels; simulate collectives with "
+                                "nki.simulate_kernel")
+        warmup, iters = self.options["warmup"], self.options["iters"]
+        neff = self.compile(traced, target) if compiler else None
+        runtime = NeuronRuntime.load() if compiler else None
+        if runtime is None:
+            latency = _estimate_latency_us(traced.kernel)
+            stats = LatencyStats([latency] * iters, True, "nki_workbench cost model (estimate)")
+        else:
+            k = traced.kernel
+            decls = k.decls()
+            inputs = {d.name: np.zeros(d.shape, D.storage_dtype(D.from_name(d.dtype)))
+                      for d in k.params}
+            outs = {n: (decls[n].shape, D.from_name(decls[n].dtype)) for n in k.outputs}
+            _, times = runtime.execute(neff, inputs, outs, repeat=warmup + iters,
+                                       trace_path=self.options["save_trace_name"])
+            stats = LatencyStats(np.array(times[warmup:]) * 1e6, False, "Neuron device")
+        self.benchmark_result = BenchmarkResult(stats, warmup, iters)
+        return None
+
+
+class ProfileKernel(BaremetalKernel):
+    """Compile, run and profile the kernel into ``working_directory`` (``nki.profile``).
+
+    Writes ``<trace stem>_summary.json`` (kernel, target, grid, latency, MAC count,
+    instruction counts; an estimate without a device) and, when the time model provides
+    ``Inspection.to_perfetto``, ``<trace stem>.perfetto.json``; with ``neuronx-cc`` the NEFF as
+    ``save_neff_name``; on a device the NTFF as ``save_trace_name``. Outputs are undefined.
+    """
+
+    OPTIONS = {**NumpyKernel.OPTIONS, "working_directory": None, "save_neff_name": "file.neff",
+               "save_trace_name": "profile.ntff", "overwrite": False, "profile_nth": 1}
+    MODE = "profile"
+
+    def __init__(self, func, grid=(), **options):
+        super().__init__(func, grid, **options)
+        wd, nth = self.options["working_directory"], self.options["profile_nth"]
+        if not wd or not os.path.isabs(str(wd)):
+            raise ValueError(f"nki.profile needs working_directory= as an absolute path, got "
+                             f"{wd!r}")
+        if not isinstance(nth, int) or isinstance(nth, bool) or nth < 1:
+            raise ValueError(f"nki.profile profile_nth={nth!r} must be an integer >= 1")
+        self.options["artifacts_dir"] = None
+
+    def files(self) -> dict:
+        """The files this profile writes, by role."""
+        wd, o = self.options["working_directory"], self.options
+        stem = os.path.splitext(os.path.basename(o["save_trace_name"]))[0]
+        return {"neff": os.path.join(wd, o["save_neff_name"]),
+                "ntff": os.path.join(wd, o["save_trace_name"]),
+                "summary": os.path.join(wd, f"{stem}_summary.json"),
+                "perfetto": os.path.join(wd, f"{stem}.perfetto.json")}
+
+    def __call__(self, *args, **kwargs):
+        from .ir import walk_insts
+        from .ir.opcodes import OPCODES
+        wd, files = self.options["working_directory"], self.files()
+        os.makedirs(wd, exist_ok=True)
+        if not self.options["overwrite"]:
+            taken = [p for p in files.values() if os.path.exists(p)]
+            if taken:
+                raise FileExistsError(f"nki.profile would overwrite {', '.join(taken)}; pass "
+                                      "overwrite=True or choose another working_directory")
+        compiler = shutil.which("neuronx-cc") is not None
+        traced, target = self.trace(args, kwargs, warn=compiler)
+        k = traced.kernel
+        if compiler:
+            self.compile(traced, target, save_neff=files["neff"])
+        runtime = NeuronRuntime.load() if compiler else None
+        if runtime is not None:
+            decls = k.decls()
+            inputs = {d.name: np.zeros(d.shape, D.storage_dtype(D.from_name(d.dtype)))
+                      for d in k.params}
+            outs = {n: (decls[n].shape, D.from_name(decls[n].dtype)) for n in k.outputs}
+            nth = self.options["profile_nth"]
+            runtime.execute(files["neff"], inputs, outs, repeat=nth - 1)
+            _, times = runtime.execute(files["neff"], inputs, outs, trace_path=files["ntff"])
+            latency, estimate = times[0] * 1e6, False
+        else:
+            latency, estimate = _estimate_latency_us(k), True
+        engines: dict = {}
+        for inst in walk_insts(k.body):
+            eng = OPCODES[inst.op].engine if inst.op in OPCODES else "unknown"
+            engines[eng] = engines.get(eng, 0) + 1
+        from .encode import matmul_mac_count
+        summary = {"kernel": k.name, "platform_target": target, "grid": list(k.grid),
+                   "profile_nth": self.options["profile_nth"], "latency_us": latency,
+                   "is_estimate": estimate, "matmul_mac_count": matmul_mac_count(k),
+                   "static_instructions_by_engine": dict(sorted(engines.items())),
+                   "files": {r: os.path.basename(p) for r, p in files.items()
+                             if r == "summary" or os.path.exists(p)}}
+        written = self._write_trace(args, kwargs, target, files["perfetto"])
+        if written:
+            summary["files"]["perfetto"] = os.path.basename(files["perfetto"])
+        with open(files["summary"], "w") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+        return None
+
+    def _write_trace(self, args, kwargs, target, path) -> bool:
+        # why: the Inspection's exporter when the time model attached one, else the timeline's
+        from .inspection import inspect as _inspect
+        insp = _inspect(self.func, *args, grid=self.grid, platform_target=target,
+                        simulate=False, **kwargs)
+        to_perfetto = getattr(insp, "to_perfetto", None)
+        if to_perfetto is None:
+            try:
+                from .sim.timing import timeline
+            except ImportError:
+                warnings.warn("nki.profile: no Perfetto trace written (the time model is not "
+                              "part of this build)", NkiWarning, stacklevel=3)
+                return False
+            to_perfetto = timeline(insp.kernel).to_perfetto
+        to_perfetto(path)
+        return True

@@ -7,20 +7,28 @@ Example:
 
 from __future__ import annotations
 
-from .._src.dispatch import GenericKernel, jit
+from .._src.dispatch import GenericKernel, baremetal, benchmark, jit, profile
+from .._src.encode import FrameworkKernel
 from .._src.errors import NkiError
+from .._src.runtime import NumpyKernel as _NumpyKernel
 from .._src.runtime import simulate as _simulate
 from .._src.sim.interp import SimParams
 from .._src.trace.tensor import NkiTensor as tensor
 from . import compiler, isa, language, typing  # noqa: F401  (sub-modules, as in NKI)
 
-__all__ = ["jit", "simulate_kernel", "trace", "trace_kernel", "tensor", "GenericKernel",
-           "SimParams", "NkiError", "language", "isa", "compiler", "typing"]
+__all__ = ["jit", "simulate_kernel", "baremetal", "benchmark", "profile", "trace",
+           "trace_kernel", "tensor", "GenericKernel", "FrameworkKernel", "SimParams", "NkiError",
+           "language", "isa", "compiler", "typing"]
 
 
 def _split(kernel):
-    if isinstance(kernel, GenericKernel):
-        return kernel.func, kernel.grid, kernel.platform_target, kernel._cache
+    from .._src.encode import check_grid, hardware_target
+    if isinstance(kernel, (GenericKernel, _NumpyKernel)):
+        target = kernel.platform_target if isinstance(kernel, GenericKernel) \
+            else kernel.options["platform_target"]
+        grid = check_grid(kernel.grid, target or "trn1")
+        return (kernel.func, grid, hardware_target(target) if target else None,
+                kernel._cache)
     if callable(kernel):
         return kernel, (), None, None
     raise TypeError(f"expected an NKI kernel (a function or @nki.jit kernel), got {kernel!r}")
@@ -86,5 +94,5 @@ def trace(func=None, **kwargs):
     Run it with ``nki.simulate_kernel(kernel, *arrays)``.
     """
     if func is None:
-        return lambda f: GenericKernel(f, "trace", **kwargs)
-    return GenericKernel(func, "trace", **kwargs)
+        return lambda f: GenericKernel(f, "simulation", **kwargs)
+    return GenericKernel(func, "simulation", **kwargs)

@@ -9,9 +9,9 @@ from nki_workbench import compat
 
 compat.install()
 
+import neuronxcc.nki.language as nl  # noqa: E402
 import numpy as np  # noqa: E402
 from neuronxcc import nki  # noqa: E402
-import neuronxcc.nki.language as nl  # noqa: E402
 
 
 @nki.jit

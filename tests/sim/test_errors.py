@@ -6,9 +6,9 @@ import os
 import numpy as np
 import pytest
 
+import nki_workbench.nki.language as nl
 from nki_workbench import NkiError, nki
 from nki_workbench.nki import typing as nt
-import nki_workbench.nki.language as nl
 
 HERE = os.path.basename(__file__)
 A = np.zeros((256, 512), np.float32)

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nki_workbench import nki
 import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
+from nki_workbench import nki
 
 RNG = np.random.default_rng(7)
 
@@ -45,7 +45,7 @@ def k_tensor_tensor(a, b):
 def k_tensor_tensor_ops(a, b):
     o1 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     o2 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    o3 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    o3 = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     x, y = nl.load(a), nl.load(b)
     nl.store(o1, nisa.tensor_tensor(x, y, op=nl.maximum))
     nl.store(o2, nisa.tensor_tensor(x, y, op=np.greater, dtype=nl.float32))
@@ -68,7 +68,7 @@ def test_tensor_tensor_ops_and_mask():
     o1, o2, o3 = k_tensor_tensor_ops(a, b)
     np.testing.assert_allclose(o1, np.maximum(a, b))
     np.testing.assert_array_equal(o2, (a > b).astype(np.float32))
-    np.testing.assert_allclose(o3[:64], a[:64] * b[:64], atol=1e-6)
+    np.testing.assert_allclose(o3, a[:64] * b[:64], atol=1e-6)
 
 
 @nki.jit(mode="simulation")

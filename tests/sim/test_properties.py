@@ -5,8 +5,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nki_workbench import nki
 import nki_workbench.nki.language as nl
+from nki_workbench import nki
 
 SETTINGS = settings(max_examples=20, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

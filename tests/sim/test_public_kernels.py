@@ -4,11 +4,11 @@ import io
 import warnings
 from contextlib import redirect_stdout
 
+import kernels_public as K
 import ml_dtypes
 import numpy as np
 import pytest
 
-import kernels_public as K
 from nki_workbench import nki
 
 BF16 = ml_dtypes.bfloat16

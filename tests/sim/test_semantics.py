@@ -6,9 +6,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from nki_workbench import (LoopCarriedDependencyWarning, NkiError, SimParams,
-                           UninitializedReadWarning, nki)
 import nki_workbench.nki.language as nl
+from nki_workbench import (
+    LoopCarriedDependencyWarning,
+    NkiError,
+    SimParams,
+    UninitializedReadWarning,
+    nki,
+)
 
 A = np.arange(128 * 64, dtype=np.float32).reshape(128, 64) / 100
 

@@ -4,8 +4,8 @@ broadcast_to, expand_dims, assert_shape and indexing forms."""
 import ml_dtypes
 import numpy as np
 
-from nki_workbench import nki
 import nki_workbench.nki.language as nl
+from nki_workbench import nki
 
 
 def test_properties_and_methods():

@@ -6,8 +6,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nki_workbench import ir
-from nki_workbench.ir import (Access, Alloc, Inst, IRParseError, Kernel, Loop, Scalar, TensorDecl,
-                              parse, parse_expr, print_kernel)
+from nki_workbench.ir import (
+    Access,
+    Alloc,
+    Inst,
+    IRParseError,
+    Kernel,
+    Loop,
+    Scalar,
+    TensorDecl,
+    parse,
+    parse_expr,
+    print_kernel,
+)
 
 E = ir.expr
 i, j = E.Var("i"), E.Var("j")

@@ -1,8 +1,7 @@
 """The IR: node types, opcode table, text printer and parser (round-tripping)."""
 
 from . import expr
-from .nodes import (Access, Alloc, Inst, Kernel, Loop, Scalar, TensorDecl, walk_insts,
-                    walk_stmts)
+from .nodes import Access, Alloc, Inst, Kernel, Loop, Scalar, TensorDecl, walk_insts, walk_stmts
 from .opcodes import OPCODES, OpInfo, opinfo, register
 from .parser import IRParseError, parse, parse_expr
 from .printer import format_inst, print_kernel

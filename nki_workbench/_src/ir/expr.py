@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
-__all__ = ["Var", "Iota", "Dyn", "Affine", "Fn", "Pred", "Expr", "const", "as_expr", "add", "mul", "neg",
+__all__ = ["Var", "Iota", "Dyn", "Affine", "Fn", "Pred", "Expr", "const", "as_expr", "add", "mul",
+           "neg",
            "sub", "floordiv", "mod", "compare", "land", "lor", "lnot", "free_vars", "iotas", "dyns",
            "grid_shape", "is_affine", "evaluate", "bounds", "substitute", "to_str", "const_value",
            "align_iotas"]
@@ -39,7 +39,7 @@ class Var:
 
 @dataclass(frozen=True, slots=True)
 class Iota:
-    """Index grid ``0..size-1`` along ``axis`` of an ``ndim``-D grid (``nl.arange`` with ``None``s)."""
+    """Index grid ``0..size-1`` along ``axis`` of an ``ndim``-D grid (a reshaped ``nl.arange``)."""
 
     size: int
     axis: int
@@ -87,8 +87,8 @@ class Pred:
     args: tuple
 
 
-Atom = Union[Var, Iota, Fn, Dyn]
-Expr = Union[Affine, Pred]
+Atom = Var | Iota | Fn | Dyn
+Expr = Affine | Pred
 
 _CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
         "eq": operator.eq, "ne": operator.ne}
@@ -328,7 +328,8 @@ def substitute(e, mapping: dict):
     return out
 
 
-_FN_BUILD = {"floordiv": floordiv, "mod": mod, "mul": lambda a, b: _mul_fixed(as_expr(a), as_expr(b)),
+_FN_BUILD = {"floordiv": floordiv, "mod": mod,
+             "mul": lambda a, b: _mul_fixed(as_expr(a), as_expr(b)),
              "min": lambda a, b: minmax("min", a, b), "max": lambda a, b: minmax("max", a, b)}
 
 
@@ -364,7 +365,7 @@ def evaluate(e, env: dict, dyn=None):
 
 
 def bounds(e, ranges: dict) -> tuple[int, int]:
-    """Inclusive interval of an integer expression given ``ranges[var] = (lo, hi)`` (interval math)."""
+    """Inclusive interval of an integer expression, given ``ranges[var] = (lo, hi)``."""
     if isinstance(e, Var):
         return ranges[e.name]
     if isinstance(e, Iota):

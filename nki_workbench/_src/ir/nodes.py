@@ -19,7 +19,6 @@ Conventions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Union
 
 from . import expr as E
 
@@ -43,7 +42,8 @@ class TensorDecl:
         kind: one of :data:`TENSOR_KINDS`.
         par_dim: index of the partition dimension in ``shape``.
         init: fill value for ``nl.zeros/ones/full`` (``None`` = uninitialised).
-        base: for a view, the name of the tensor it views; ``view`` says how (``reshape``/``bitcast``).
+        base: for a view, the name of the tensor it views.
+        view: how it views it (``reshape`` or ``bitcast``).
         data: for constants, ``(dtype_name, base64 bytes)`` of the raw little-endian data.
         alloc: direct-allocation spec (``(kind, args...)``) or ``None`` for automatic allocation.
         loc: ``file:line`` of the creating kernel line.
@@ -88,7 +88,7 @@ class Scalar:
     dtype: str | None = None
 
 
-Operand = Union[Access, Scalar, E.Affine, E.Pred]
+Operand = Access | Scalar | E.Affine | E.Pred
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ class Loop:
         return len(range(self.start, self.stop, self.step))
 
 
-Stmt = Union[Inst, Loop, Alloc]
+Stmt = Inst | Loop | Alloc
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,7 @@
-"""IR -> text. One instruction per line, loops indented, tensors with buffer, shape and dtype,
-and the kernel source line as a trailing ``# file:line`` comment.
+"""IR -> text.
+
+One instruction per line, loops indented, tensors with buffer, shape and dtype, and the kernel
+source line as a trailing ``# file:line`` comment.
 
 The text is what the backend_config carries as ``serialize_ir_string``; :mod:`.parser` reads it
 back and ``parse(print_kernel(k)) == k`` holds for every kernel (tested over the whole suite).

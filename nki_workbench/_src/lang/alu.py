@@ -1,5 +1,8 @@
-"""ALU operator names: the ``op=`` arguments kernels pass (numpy ufuncs or ``nl`` functions)
-mapped to one canonical name per operation (nki-api.md §4.1)."""
+"""ALU operator names.
+
+The ``op=`` arguments kernels pass (numpy ufuncs or ``nl`` functions)
+mapped to one canonical name per operation (nki-api.md §4.1).
+"""
 
 from __future__ import annotations
 

@@ -69,8 +69,11 @@ def pad_tile_shape(shape, ndim: int) -> tuple:
 
 
 def broadcast(api: str, *shapes) -> tuple:
-    """Broadcast of tile shapes: partition dims align (shorter shapes get unit free dims
-    appended, so a ``[P]`` reduction result broadcasts like ``[P, 1]``), then numpy rules."""
+    """Broadcast of tile shapes.
+
+    Partition dims align (shorter shapes get unit free dims appended, so a ``[P]`` reduction
+    result broadcasts like ``[P, 1]``), then numpy rules apply.
+    """
     nd = max((len(s) for s in shapes), default=0)
     try:
         return tuple(np.broadcast_shapes(*[pad_tile_shape(s, nd) for s in shapes]))

@@ -1,5 +1,8 @@
-"""``nki.language`` tensor creation: ``ndarray``, ``zeros``/``ones``/``full``, ``*_like``,
-``rand``/``random_seed``, ``shared_constant``/``shared_identity_matrix``."""
+"""``nki.language`` tensor creation.
+
+``ndarray``, ``zeros``/``ones``/``full``, ``*_like``,
+``rand``/``random_seed``, ``shared_constant``/``shared_identity_matrix``.
+"""
 
 from __future__ import annotations
 
@@ -64,8 +67,10 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
                            user_location(), "create shared_hbm outputs at the top level of the "
                            "kernel function, before any loop")
     M.check_onchip_shape(dims, par, dt, buf.name, api)
-    decl = ctx.declare(dims, D.name_of(dt), buf.name, name=name or ctx.assigned_name(),
-                       par_dim=par, alloc=buf.alloc)
+    from ..alloc.spec import resolve_alloc  # lazy: the alloc package imports nl's Buffer
+    name = name or ctx.assigned_name()
+    alloc = resolve_alloc(buf, dims, par, dt, name or "tensor", api)
+    decl = ctx.declare(dims, D.name_of(dt), buf.name, name=name, par_dim=par, alloc=alloc)
     return NkiTensor(ctx, decl.name)
 
 

@@ -1,5 +1,8 @@
-"""Higher-level ``nki.language`` ops: ``softmax``, ``rms_norm``, ``dropout``,
-``gather_flattened``, ``expand_dims``, ``all_reduce`` and ``device_print``."""
+"""Higher-level ``nki.language`` ops.
+
+``softmax``, ``rms_norm``, ``dropout``,
+``gather_flattened``, ``expand_dims``, ``all_reduce`` and ``device_print``.
+"""
 
 from __future__ import annotations
 
@@ -61,8 +64,7 @@ def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, ma
 
 
 def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
-    """Zero each element with probability ``rate`` (kept elements are not rescaled, as in
-    ``nisa.dropout``).
+    """Zero each element with probability ``rate``; kept elements are not rescaled.
 
     Args:
         x: input tile.
@@ -121,9 +123,10 @@ def expand_dims(data, axis):
 
 def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True,
                asynchronous=False, **kwargs):
-    """Reduce a tile across the SPMD programs along ``program_axes``; every program receives
-    the result. In simulation the programs of the grid run as concurrent threads that meet at
-    each all-reduce.
+    """Reduce a tile across the SPMD programs along ``program_axes``.
+
+    Every program receives the result. In simulation the programs of the grid run as concurrent
+    threads that meet at each all-reduce.
 
     Args:
         x: input tile (same shape in every program).

@@ -1,6 +1,9 @@
-"""Element-wise ``nki.language`` functions: unary math, binary arithmetic, comparisons,
+"""Element-wise ``nki.language`` functions.
+
+Unary math, binary arithmetic, comparisons,
 logic and bitwise ops, and ``where``. Each emits one IR instruction named after the function;
-numerics live in the simulator's rule table."""
+numerics live in the simulator's rule table.
+"""
 
 from __future__ import annotations
 

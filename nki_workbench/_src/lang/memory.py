@@ -1,5 +1,8 @@
-"""``nki.language`` memory operations: ``load``, ``store``, ``load_transpose2d``,
-``atomic_rmw``, ``copy`` and ``broadcast_to`` (DMA between HBM and SBUF, on-chip copies)."""
+"""``nki.language`` memory operations.
+
+``load``, ``store``, ``load_transpose2d``,
+``atomic_rmw``, ``copy`` and ``broadcast_to`` (DMA between HBM and SBUF, on-chip copies).
+"""
 
 from __future__ import annotations
 

@@ -1,15 +1,18 @@
-"""``nki.language`` reductions along free axes (``sum prod max min mean all var``) and
-``loop_reduce`` (accumulation across loop iterations)."""
+"""``nki.language`` reductions.
+
+Along free axes (``sum prod max min mean all var``), and ``loop_reduce`` (accumulation across
+loop iterations).
+"""
 
 from __future__ import annotations
 
 from .. import dtypes as D
 from ..errors import NkiError, user_location
 from ..ir import Alloc, Inst
+from ..ir import expr as E
 from ..trace import context as C
 from ..trace import emit as M
 from ..trace.index import IndexExpr
-from ..ir import expr as E
 from .alu import REDUCIBLE, alu_name
 from .common import NkiTensor, axes_of
 

@@ -1,5 +1,8 @@
-"""SPMD launch-grid queries: ``program_id``, ``num_programs``, ``program_ndim``, and the grid
-dimension builders ``nc`` / ``spmd_dim``."""
+"""SPMD launch-grid queries.
+
+``program_id``, ``num_programs``, ``program_ndim``, and the grid dimension builders ``nc`` /
+``spmd_dim``.
+"""
 
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ class CompiledAccess:
     """Read/write one IR access of a tensor with a given declared shape."""
 
     __slots__ = ("tensor", "decl_shape", "grid", "shape", "dims", "fast", "order", "perm",
-                 "slice_shape", "inv_perm", "sorted_shape", "exprs", "whole", "has_dyn", "loc", "tname")
+                 "slice_shape", "inv_perm", "sorted_shape", "exprs", "whole", "has_dyn", "loc",
+                 "tname")
 
     def __init__(self, acc: Access, decl_shape: tuple, loc: str | None = None):
         self.tensor = acc.tensor
@@ -70,7 +71,7 @@ class CompiledAccess:
         if len(set(axes)) != len(axes):
             return
         dims = []
-        for lin, size in zip(lins, self.decl_shape):
+        for lin in lins:
             c, vars_, io, k = lin
             dims.append((c, vars_, None if io is None else io.size, k))
         self.dims = dims
@@ -112,17 +113,15 @@ class CompiledAccess:
                        f"(dim {d} of '{self.tname}' at run time)", self.loc,
                        "guard the edge with mask=(index < size)")
 
-    def index_arrays(self, env, dyn=None, check=True):
+    def index_arrays(self, env, dyn=None):
         """Per-dimension integer index arrays broadcast to the grid."""
-        out = []
-        for d, e in enumerate(self.exprs):
-            v = np.asarray(E.evaluate(e, env, dyn), dtype=np.int64)
-            out.append(v)
+        out = [np.asarray(E.evaluate(e, env, dyn), dtype=np.int64) for e in self.exprs]
         arrs = np.broadcast_arrays(*out) if out else []
         arrs = [np.broadcast_to(a, self.grid) for a in arrs]
         return arrs
 
     def check_bounds(self, arrs, sel=None):
+        """Raise ``err_tensor_access_out_of_bound`` when an index (where ``sel``) is outside."""
         for d, a in enumerate(arrs):
             v = a if sel is None else a[sel]
             if v.size and (v.min() < 0 or v.max() >= self.decl_shape[d]):

@@ -30,8 +30,13 @@ from typing import Literal
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import (LoopCarriedDependencyWarning, NkiError, NkiWarning,
-                      UninitializedReadWarning, warn)
+from ..errors import (
+    LoopCarriedDependencyWarning,
+    NkiError,
+    NkiWarning,
+    UninitializedReadWarning,
+    warn,
+)
 from ..ir import OPCODES, Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from .access import CompiledAccess
@@ -313,7 +318,7 @@ class Program:
             if not outs:
                 return
             results = result if isinstance(result, tuple) else (result,)
-            for (ca, decl), res in zip(outs, results):
+            for (ca, decl), res in zip(outs, results, strict=False):
                 if res is None:
                     continue
                 out_sel = ex.out_sel if ex.out_sel is not None else sel

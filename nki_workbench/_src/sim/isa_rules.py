@@ -27,8 +27,11 @@ class ActivationRangeWarning(NkiWarning):
 
 
 class IsaHintWarning(NkiWarning):
-    """A performance hint (``is_transpose``, ``is_*_onezero``) does not hold for the data, or
-    the result of an instruction is undefined on hardware for this input."""
+    """A hint (``is_transpose``, ``is_*_onezero``) does not hold, or a result is undefined.
+
+    Undefined: the hardware gives no defined result for this input (e.g. a value that
+    ``nc_find_index8`` cannot find).
+    """
 
 
 class IndirectIndexError(NkiError, IndexError):
@@ -132,8 +135,11 @@ def _out_sel(sel, grid):
 
 # ----------------------------------------------------------------------------- multi-output
 def _multi(fn):
-    """SPECIAL factory for ``fn(ex) -> value or tuple`` with one dtype per output (attr
-    ``dtypes``); the first output honours ``acc`` (``psum += ...``)."""
+    """SPECIAL factory for ``fn(ex) -> value or tuple`` (several destinations).
+
+    Each output is rounded to its own dtype (attr ``dtypes``); the first output honours ``acc``
+    (``psum += ...``).
+    """
     def factory(prog, inst):
         loc = inst.loc
         ins = [prog._operand(o, loc) for o in inst.ins]
@@ -163,7 +169,7 @@ def _multi(fn):
                 prog._uninit(st, inst, taints, loc)
             res = fn(Ex(inst, vals, sel, st, shapes))
             res = res if isinstance(res, tuple) else (res,)
-            for k, ((ca, decl), r) in enumerate(zip(outs, res)):
+            for k, ((ca, decl), r) in enumerate(zip(outs, res, strict=False)):
                 if r is None:
                     continue
                 s = _out_sel(sel, ca.grid)
@@ -404,6 +410,7 @@ def _dma_copy(prog, inst):
     simple = not (src.has_dyn or dst.has_dyn or mask is not None or rmw)
 
     def run(st):
+        _ensure(prog, st, dst_decl)
         if simple:
             v, ok = prog._read(st, src, None, loc, (), {})
             prog._write(st, dst, dst_decl, _like(v, dst.shape), None, None, None, False, loc,
@@ -441,9 +448,15 @@ def _dma_copy(prog, inst):
     return run
 
 
+def _ensure(prog, st, decl):
+    """Allocate a destination whose Alloc the interpreter skipped (fresh-writer binding)."""
+    if decl.name not in st.bufs:
+        prog._alloc(decl)(st)
+
+
 def _in_bounds(arrs, shape, grid):
     ok = np.ones(grid, dtype=bool)
-    for a, n in zip(arrs, shape):
+    for a, n in zip(arrs, shape, strict=True):
         ok &= (a >= 0) & (a < n)
     return ok
 
@@ -613,11 +626,14 @@ def _nc_match_replace8(ex):
 
 @rule("nc_stream_shuffle")
 def _nc_stream_shuffle(ex):
-    src, old = np.asarray(ex.ins[0]), np.asarray(ex.ins[1])
-    dyn = iter(int(np.asarray(v)) for v in ex.ins[2:])
+    src = np.asarray(ex.ins[0])
+    reads = ex.attrs["reads_dst"]
+    dyn = iter(int(np.asarray(v)) for v in ex.ins[2 if reads else 1:])
     sm = [next(dyn) if m < 0 else m for m in ex.attrs["shuffle_mask"]]
-    ps, pd = src.shape[0], old.shape[0]
+    pd = ex.out_shape[0]
+    ps = src.shape[0]
     s = src.reshape(ps, -1)
+    old = np.asarray(ex.ins[1]) if reads else np.zeros(ex.out_shape, dtype=src.dtype)
     out = np.array(old).reshape(pd, -1)
     for d in range(pd):
         m = sm[d % 32]
@@ -628,7 +644,7 @@ def _nc_stream_shuffle(ex):
             raise NkiError(None, f"nisa.nc_stream_shuffle: shuffle_mask[{d % 32}] = {m} reads "
                            f"partition {k} of a {ps}-partition src", ex.inst.loc)
         out[d] = s[k] if s.dtype == out.dtype else D.cast(s[k], D.name_of(out.dtype))
-    return out.reshape(old.shape)
+    return out.reshape(ex.out_shape)
 
 
 @rule("local_gather")
@@ -677,7 +693,8 @@ def _custom(prog, inst):
         if len(res) != len(dsts):
             raise NkiError(None, f"builtin_custom_op '{name}': the reference returned "
                            f"{len(res)} arrays for {len(dsts)} dsts", loc)
-        for (ca, decl), r in zip(dsts, res):
+        for (ca, decl), r in zip(dsts, res, strict=True):
+            _ensure(prog, st, decl)
             r = np.asarray(r)
             if r.size != int(np.prod(ca.shape)):
                 raise NkiError(None, f"builtin_custom_op '{name}': reference result of shape "

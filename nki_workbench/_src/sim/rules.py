@@ -71,8 +71,11 @@ def align(x, ndim):
 
 
 def _fresh(x, shape, ins=()):
-    """``x`` shaped like the output. The interpreter copies results that alias an input (or
-    are views) before binding them as a new tile, so rules need not copy defensively."""
+    """``x`` shaped like the output.
+
+    The interpreter copies results that alias an input (or are views) before binding them as a
+    new tile, so rules need not copy defensively.
+    """
     if isinstance(x, np.ndarray) and x.shape == tuple(shape):
         return x
     return np.broadcast_to(x, shape)

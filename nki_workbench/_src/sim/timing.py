@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..hw.cost import CostTarget, cost_target, price
-from ..ir import Access, Alloc, Kernel, Loop
+from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_stmts
 from ..ir import expr as E
 from .interp import Program, SimParams
 
@@ -48,28 +48,70 @@ class Event:
     Attributes:
         idx: position in the timeline's event list.
         core: physical core it ran on.
-        pid: SPMD program (tuple of program ids).
         track: row name: ``Tensor``, ``Vector``, ``Scalar``, ``GpSimd``, ``Sync`` or a DMA queue
             ``q0`` ... ``q15``.
-        engine: ``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``sync`` or ``dma``.
-        op: the IR opcode.
         start_ns: start time.
         end_ns: end time.
-        loc: kernel ``file:line``.
-        loops: loop indices, ``((var, value), ...)`` outermost first.
-        cycles: engine cycles (0 for DMA).
-        formula: the formula that priced it, with its variables and source.
-        flops: floating-point operations.
-        bytes: bytes moved (DMA).
         wait: what decided the start (``engine``, ``raw``, ``war``, ``waw``, ``queue``,
-            ``dma_engine``, ``port``, ``psum_bank``, ``start``).
+            ``dma_engine``, ``port``, ``psum_bank``, ``fixed`` (DMA fixed latency), ``start``).
         after: index of the event that decided the start (-1: none).
         issue_ns: for DMAs, when their dependencies were met (data moves after the fixed cost).
+
+    The instruction's facts are properties: ``engine``, ``op``, ``loc``, ``loops``, ``pid``,
+    ``cycles``, ``formula``, ``flops``, ``bytes``, ``operands``.
     """
 
-    __slots__ = ("idx", "core", "pid", "track", "engine", "op", "start_ns", "end_ns", "loc",
-                 "loops", "cycles", "formula", "flops", "bytes", "wait", "after", "issue_ns",
+    __slots__ = ("idx", "core", "track", "start_ns", "end_ns", "wait", "after", "issue_ns",
                  "_rec")
+
+    def __init__(self, idx, core, track, start, end, wait, after, rec):
+        self.idx, self.core, self.track, self.start_ns, self.end_ns = idx, core, track, start, end
+        self.wait, self.after, self.issue_ns, self._rec = wait, after, start, rec
+
+    @property
+    def engine(self) -> str:
+        """``tensor``, ``vector``, ``scalar``, ``gpsimd``, ``sync`` or ``dma``."""
+        return self._rec.s.engine
+
+    @property
+    def op(self) -> str:
+        """The IR opcode."""
+        return self._rec.s.inst.op
+
+    @property
+    def loc(self) -> str | None:
+        """Kernel ``file:line``."""
+        return self._rec.s.inst.loc
+
+    @property
+    def pid(self) -> tuple:
+        """SPMD program ids."""
+        return self._rec.pid
+
+    @property
+    def loops(self) -> tuple:
+        """Loop indices, ``((var, value), ...)`` outermost first."""
+        return tuple(zip(self._rec.s.loops, self._rec.env, strict=True))
+
+    @property
+    def cycles(self) -> float:
+        """Engine cycles (0 for DMA)."""
+        return self._rec.s.price.cycles
+
+    @property
+    def formula(self) -> str:
+        """The formula that priced the instruction, its variables and source."""
+        return self._rec.s.price.formula
+
+    @property
+    def flops(self) -> float:
+        """Floating-point operations."""
+        return self._rec.s.price.flops
+
+    @property
+    def bytes(self) -> int:
+        """Bytes moved (DMA)."""
+        return self._rec.s.price.bytes
 
     @property
     def duration_ns(self) -> float:
@@ -134,19 +176,12 @@ def _ap_overlap(a0, s0, n0, a1, s1, n1) -> bool:
 
 
 def _overlap(r0, r1) -> bool:
+    if r0 == r1:
+        return True
     for (a0, s0, n0), (a1, s1, n1) in zip(r0, r1, strict=False):
         if a0 + s0 * (n0 - 1) < a1 or a1 + s1 * (n1 - 1) < a0:
             return False
         if (s0 != 1 or s1 != 1) and not _ap_overlap(a0, s0, n0, a1, s1, n1):
-            return False
-    return True
-
-
-def _covers(big, small) -> bool:
-    for (a0, s0, n0), (a1, s1, n1) in zip(big, small, strict=False):
-        if a1 < a0 or a1 + s1 * (n1 - 1) > a0 + s0 * (n0 - 1):
-            return False
-        if s0 != 1 and ((a1 - a0) % s0 or (n1 > 1 and s1 % s0)):
             return False
     return True
 
@@ -236,7 +271,7 @@ class _Static:
     """Everything about one IR instruction that does not change between executions."""
 
     __slots__ = ("inst", "price", "reads", "writes", "loops", "track", "engine", "acc",
-                 "ports")
+                 "ports", "psum", "part")
 
     def __init__(self, inst, decls, scopes, loops, t: CostTarget):
         self.inst = inst
@@ -255,6 +290,9 @@ class _Static:
         self.reads = [_AccSpec(a, decls, scopes) for a in reads]
         self.writes = [_AccSpec(a, decls, scopes) for a in inst.outs]
         self.ports = _ports(self, decls, t)
+        both = self.writes + self.reads  # the order of a record's ``writes + reads``
+        self.psum = tuple((i, a.psum_bytes) for i, a in enumerate(both) if a.psum_bytes)
+        self.part = next(((i, a.par_dim) for i, a in enumerate(both) if a.on_chip), None)
 
 
 def _ports(s: _Static, decls, t: CostTarget) -> tuple:
@@ -303,26 +341,62 @@ def _zeros(kernel: Kernel) -> dict:
             for p in kernel.params}
 
 
-def collect(kernel: Kernel, inputs=None, target=None) -> list:
-    """Runs the kernel in the simulator and returns the executed instruction records.
+def _data_dependent(kernel: Kernel) -> bool:
+    """Whether the instruction stream depends on tensor data (run-time indices)."""
+    for st in walk_stmts(kernel.body):
+        if isinstance(st, Inst):
+            for x in (*st.ins, *st.outs, st.mask):
+                exprs = (x.index or ()) if isinstance(x, Access) else (x,)
+                if any(e is not None and not isinstance(e, Scalar) and E.dyns(e)
+                       for e in exprs):
+                    return True
+    return False
+
+
+class _WalkState:
+    __slots__ = ("env", "pid", "dyn")
+
+    def __init__(self, pid):
+        self.env = {f"pid{a}": int(v) for a, v in enumerate(pid)}
+        self.pid, self.dyn = pid, None
+
+
+def _walk(body, st, observe) -> None:
+    """Visits the instruction stream of a data-independent kernel, without computing values.
+
+    The order is the simulator's: statements in order, loop iterations in order.
+    """
+    env = st.env
+    for s in body:
+        if isinstance(s, Inst):
+            observe(s, st)
+        elif isinstance(s, Loop):
+            for v in range(s.start, s.stop, s.step):
+                env[s.var] = v
+                _walk(s.body, st, observe)
+
+
+def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None = None) -> list:
+    """Returns the executed instruction records of the kernel, in program order per program.
 
     Args:
         kernel: the IR kernel.
         inputs: parameter name -> array (or a sequence in parameter order); zeros when ``None``.
         target: cost target (default: the kernel's).
+        simulate: run the simulator with an observer (``True``), or walk the loops without
+            computing values (``False``; exact only when no index is read from data). ``None``:
+            simulate when the kernel has run-time indices or inputs are given.
 
     Returns:
-        Records in program order (per SPMD program), for :func:`schedule`.
+        Records for :func:`schedule`.
     """
     t = cost_target(target or kernel.target)
-    if inputs is None:
-        inputs = _zeros(kernel)
-    elif not isinstance(inputs, dict):
-        inputs = {p.name: np.asarray(x) for p, x in zip(kernel.params, inputs, strict=True)}
+    if simulate is None:
+        simulate = inputs is not None or _data_dependent(kernel)
     decls = kernel.decls()
     scopes, loops = _scopes_and_loops(kernel.body)
     statics: dict = {}
-    recs: list = []
+    per_pid: dict = {}
 
     def observe(inst, st):
         s = statics.get(id(inst))
@@ -331,17 +405,48 @@ def collect(kernel: Kernel, inputs=None, target=None) -> list:
         if s.engine == "none":
             return
         env, pid, dyn = st.env, st.pid, st.dyn
+        recs = per_pid.get(pid)
+        if recs is None:
+            recs = per_pid[pid] = []
         recs.append(_Rec(s, pid, tuple(env[v] for v in s.loops),
                          [(a.key(env, pid), a.region(env, dyn)) for a in s.reads],
                          [(a.key(env, pid), a.region(env, dyn)) for a in s.writes]))
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # why: numerics warnings are the simulator's business
-        Program(kernel).run(inputs, SimParams(detect_races=False), observer=observe)
-    return recs
+    grid = tuple(kernel.grid) or (1,)
+    if simulate:
+        if inputs is None:
+            inputs = _zeros(kernel)
+        elif not isinstance(inputs, dict):
+            inputs = {p.name: np.asarray(x) for p, x in zip(kernel.params, inputs, strict=True)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # why: numerics warnings are the simulator's business
+            Program(kernel).run(inputs, SimParams(detect_races=False), observer=observe)
+    else:
+        for pid in np.ndindex(*grid):
+            _walk(kernel.body, _WalkState(tuple(int(x) for x in pid)), observe)
+    # why: programs with collectives run as threads; keep each program's own order
+    return [r for pid in sorted(per_pid) for r in per_pid[pid]]
 
 
 # ------------------------------------------------------------------------------ scheduler
+class _Core:
+    """Per-core resource state: engines, DMA queues and engines, ports, PSUM banks."""
+
+    __slots__ = ("eng", "q", "dmae_t", "dmae_i", "rr", "ports", "bank_t", "bank_i",
+                 "bank_next")
+
+    def __init__(self, t: CostTarget):
+        self.eng: dict = {}  # engine -> (free time, last event)
+        self.q = [(0.0, -1)] * t.dma_queues
+        self.dmae_t = [0.0] * t.dma_engines
+        self.dmae_i = [-1] * t.dma_engines
+        self.rr = 0
+        self.ports: dict = {}
+        self.bank_t = [0.0] * t.hw.psum_banks
+        self.bank_i = [-1] * t.hw.psum_banks
+        self.bank_next = 0
+
+
 class _Sched:
     """Greedy in-order list scheduler over engines, DMA queues/engines, ports and PSUM banks."""
 
@@ -349,14 +454,12 @@ class _Sched:
         self.t = t
         self.cores = cores
         self.grid = grid or (1,)
-        self.hist: dict = {}
-        self.free: dict = {}  # (core, resource) -> (time, event idx)
-        self.rr: dict = {}  # core -> next DMA queue
-        self.bank_next: dict = {}
-        self.bank_owner: dict = {}
-        self.banks: dict = {}  # psum instance key -> (core, banks)
+        self.hist: dict = {}  # tile instance -> ({region: (end, idx, engine)} writers, readers)
+        self.state = [_Core(t) for _ in range(cores)]
+        self.banks: dict = {}  # PSUM tile instance -> banks
         self.events: list = []
         self.core_of: dict = {}
+        self.read_only: set = set()
         self.lat = {e: t.dep_latency_cycles / g for e, g in t.clock_ghz.items()}
 
     def _core(self, pid) -> int:
@@ -366,155 +469,133 @@ class _Sched:
             c = self.core_of[pid] = lin % self.cores
         return c
 
-    def _psum_banks(self, core, key, nbytes):
-        got = self.banks.get(key)
-        if got is not None:
-            return got[1]
+    def _claim(self, cs: _Core, key, nbytes):
+        """Banks of a PSUM tile instance; ``fresh`` when this access allocates them."""
+        banks = self.banks.get(key)
+        if banks is not None:
+            return banks, False
         hw = self.t.hw
         n = min(hw.psum_banks, max(1, -(-nbytes // hw.psum_bank_bytes)))
-        start = self.bank_next.get(core, 0)
-        if start + n > hw.psum_banks:
-            start = 0
-        banks = tuple(range(start, start + n))
-        self.bank_next[core] = (start + n) % hw.psum_banks
-        for b in banks:
-            self.bank_owner[(core, b)] = key
-        self.banks[key] = (core, banks)
-        return banks
+        start = cs.bank_next if cs.bank_next + n <= hw.psum_banks else 0
+        banks = self.banks[key] = tuple(range(start, start + n))
+        cs.bank_next = (start + n) % hw.psum_banks
+        return banks, True
 
-    def place(self, rec: _Rec):
+    def place(self, rec: _Rec) -> None:
         s = rec.s
         core = self._core(rec.pid)
+        cs = self.state[core]
         eng = s.engine
         best, why, after = 0.0, "start", -1
         lat = 0.0 if eng == _DMA else self.lat.get(eng, 0.0)
         hist = self.hist
-        # data dependencies on exact regions of the same tile instance
+        chain = s.acc and eng == "tensor"  # why: PSUM accumulation groups pipeline on TensorE
         for key, reg in rec.reads:
             h = hist.get(key)
             if h is None:
                 continue
-            for wreg, end, idx, weng in h[0]:
-                if end + lat > best and _overlap(reg, wreg):
-                    d = end if (weng == eng and s.acc and eng == "tensor") else end + lat
-                    if d > best:
-                        best, why, after = d, "raw", idx
+            for wreg, (end, idx, weng) in h[0].items():
+                d = end if (chain and weng == eng) else end + lat
+                if d > best and _overlap(reg, wreg):
+                    best, why, after = d, "raw", idx
         for key, reg in rec.writes:
             h = hist.get(key)
             if h is None:
                 continue
-            for kind, lst in (("waw", h[0]), ("war", h[1])):
-                for wreg, end, idx, weng in lst:
+            for kind, entries in (("waw", h[0]), ("war", h[1])):
+                for wreg, (end, idx, weng) in entries.items():
                     d = end if weng == eng else end + lat
                     if d > best and _overlap(reg, wreg):
                         best, why, after = d, kind, idx
-        # PSUM banks: a new accumulation group waits for the banks' previous owner
-        psum_banks = []
-        for (key, _), spec in zip(rec.writes + rec.reads, s.writes + s.reads, strict=True):
-            if spec.psum_bytes:
-                fresh = key not in self.banks
-                banks = self._psum_banks(core, key, spec.psum_bytes)
-                psum_banks.extend(banks)
-                if fresh:
-                    for b in banks:
-                        tb, ib = self.free.get((core, "bank", b), (0.0, -1))
-                        if tb > best:
-                            best, why, after = tb, "psum_bank", ib
+        banks = ()
+        if s.psum:
+            both = rec.writes + rec.reads
+            for i, nbytes in s.psum:
+                got, fresh = self._claim(cs, both[i][0], nbytes)
+                banks += got
+                if fresh:  # a new accumulation group waits for the banks' previous owner
+                    for b in got:
+                        if cs.bank_t[b] > best:
+                            best, why, after = cs.bank_t[b], "psum_bank", cs.bank_i[b]
         if eng == _DMA:
-            return self._place_dma(rec, core, best, why, after, psum_banks)
-        tr = (core, eng)
-        te, ie = self.free.get(tr, (0.0, -1))
-        if te > best:
-            best, why, after = te, "engine", ie
-        port_keys = []
-        for p in s.ports:
-            if p == "psum_bank":
-                port_keys += [(core, "port", p, b) for b in psum_banks]
-            else:
-                port_keys.append((core, "port", p))
-        for pk in port_keys:
-            tp, ip = self.free.get(pk, (0.0, -1))
-            if tp > best:
-                best, why, after = tp, "port", ip
-        end = best + s.price.ns
-        ev = self._event(rec, core, s.track, best, end, why, after)
-        self.free[tr] = (end, ev.idx)
-        for pk in port_keys:
-            self.free[pk] = (end, ev.idx)
-        self._record(rec, end, ev.idx, eng, core, psum_banks)
-        return ev
+            ev = self._place_dma(rec, core, cs, best, why, after)
+        else:
+            te, ie = cs.eng.get(eng, (0.0, -1))
+            if te > best:
+                best, why, after = te, "engine", ie
+            ports = s.ports
+            if ports:
+                ports = [(p, b) for p in ports for b in (banks if p == "psum_bank" else (0,))]
+                for pk in ports:
+                    tp, ip = cs.ports.get(pk, (0.0, -1))
+                    if tp > best:
+                        best, why, after = tp, "port", ip
+            end = best + s.price.ns
+            ev = Event(len(self.events), core, s.track, best, end, why, after, rec)
+            self.events.append(ev)
+            cs.eng[eng] = (end, ev.idx)
+            for pk in ports:
+                cs.ports[pk] = (end, ev.idx)
+        self._record(rec, ev.end_ns, ev.idx, eng)
+        for b in banks:
+            if ev.end_ns >= cs.bank_t[b]:
+                cs.bank_t[b], cs.bank_i[b] = ev.end_ns, ev.idx
 
-    def _place_dma(self, rec, core, ready, why, after, psum_banks):
-        t, plan = self.t, rec.s.price.dma
-        q = self.rr.get(core, 0)
-        self.rr[core] = (q + 1) % t.dma_queues
+    def _place_dma(self, rec, core, cs: _Core, ready, why, after):
+        t, s = self.t, rec.s
+        plan = s.price.dma
+        q = cs.rr
+        cs.rr = (q + 1) % t.dma_queues
         start = ready + plan.fixed_ns
-        if start > ready:
-            why = why if why != "start" else "fixed"
-        tq, iq = self.free.get((core, "q", q), (0.0, -1))
+        if why == "start":
+            why = "fixed"
+        tq, iq = cs.q[q]
         if tq > start:
             start, why, after = tq, "queue", iq
-        ppe = t.partitions_per_dma_engine
         if plan.partitions:
-            p0 = self._partition_start(rec)
-            engines = range(p0 // ppe, min(t.dma_engines, (p0 + plan.partitions - 1) // ppe + 1))
+            p0 = 0
+            if s.part is not None:
+                i, d = s.part
+                p0 = (rec.writes + rec.reads)[i][1][d][0]
+            ppe = t.partitions_per_dma_engine
+            e0 = min(p0 // ppe, t.dma_engines - 1)
+            e1 = min(t.dma_engines, (p0 + plan.partitions - 1) // ppe + 1)
         else:
-            engines = range(t.dma_engines)
-        for e in engines:
-            te, ie = self.free.get((core, "dmae", e), (0.0, -1))
-            if te > start:
-                start, why, after = te, "dma_engine", ie
-        end = start + plan.engine_ns(t, len(engines))
-        ev = self._event(rec, core, f"q{q}", start, end, why, after)
+            e0, e1 = 0, t.dma_engines
+        busy = cs.dmae_t[e0:e1]
+        top = max(busy)
+        if top > start:
+            start, why, after = top, "dma_engine", cs.dmae_i[e0 + busy.index(top)]
+        end = start + plan.engine_ns(t, e1 - e0)
+        ev = Event(len(self.events), core, f"q{q}", start, end, why, after, rec)
         ev.issue_ns = ready
-        self.free[(core, "q", q)] = (end, ev.idx)
-        for e in engines:
-            self.free[(core, "dmae", e)] = (end, ev.idx)
-        self._record(rec, end, ev.idx, _DMA, core, psum_banks)
-        return ev
-
-    def _partition_start(self, rec) -> int:
-        for (_, reg), spec in zip(rec.writes + rec.reads, rec.s.writes + rec.s.reads,
-                                  strict=True):
-            if spec.on_chip and spec.par_dim < len(reg):
-                return reg[spec.par_dim][0]
-        return 0
-
-    def _event(self, rec, core, track, start, end, why, after):
-        s = rec.s
-        ev = Event()
-        ev.idx, ev.core, ev.pid, ev.track, ev.engine = len(self.events), core, rec.pid, \
-            track, s.engine
-        ev.op, ev.start_ns, ev.end_ns, ev.loc = s.inst.op, start, end, s.inst.loc
-        ev.loops = tuple(zip(s.loops, rec.env, strict=True))
-        ev.cycles, ev.formula, ev.flops = s.price.cycles, s.price.formula, s.price.flops
-        ev.bytes, ev.wait, ev.after, ev.issue_ns, ev._rec = s.price.bytes, why, after, start, rec
         self.events.append(ev)
+        cs.q[q] = (end, ev.idx)
+        cs.dmae_t[e0:e1] = [end] * (e1 - e0)
+        cs.dmae_i[e0:e1] = [ev.idx] * (e1 - e0)
         return ev
 
-    def _record(self, rec, end, idx, eng, core, psum_banks):
+    def _record(self, rec, end, idx, eng):
+        # why: per tile instance, one entry per distinct region; a later write of the same
+        # region subsumes older writers and readers (it waited for them)
         hist = self.hist
         for key, reg in rec.writes:
             h = hist.get(key)
             if h is None:
-                h = hist[key] = ([], [])
-            # why: an older writer/reader inside this region is subsumed (this write waited)
-            h[0][:] = [x for x in h[0] if not _covers(reg, x[0])]
-            h[1][:] = [x for x in h[1] if not _covers(reg, x[0])]
-            h[0].append((reg, end, idx, eng))
+                hist[key] = ({reg: (end, idx, eng)}, {})
+                continue
+            h[0][reg] = (end, idx, eng)
+            h[1].pop(reg, None)
         for key, reg in rec.reads:
+            if key[0] in self.read_only:
+                continue  # why: nothing ever writes it, so nothing can wait for its readers
             h = hist.get(key)
             if h is None:
-                h = hist[key] = ([], [])
-            rd = h[1]
-            if rd and rd[-1][0] == reg and rd[-1][1] <= end:
-                rd[-1] = (reg, end, idx, eng)
-            else:
-                rd.append((reg, end, idx, eng))
-        for b in psum_banks:
-            tb, _ = self.free.get((core, "bank", b), (0.0, -1))
-            if end >= tb:
-                self.free[(core, "bank", b)] = (end, idx)
+                hist[key] = ({}, {reg: (end, idx, eng)})
+                continue
+            old = h[1].get(reg)
+            if old is None or old[0] <= end:
+                h[1][reg] = (end, idx, eng)
 
 
 def schedule(records: list, target=None, *, cores: int = 1, grid: tuple = (),
@@ -522,12 +603,16 @@ def schedule(records: list, target=None, *, cores: int = 1, grid: tuple = (),
     """Schedules instruction records (from :func:`collect`) into a :class:`Timeline`."""
     t = cost_target(target)
     sch = _Sched(t, max(1, int(cores)), tuple(grid))
+    statics = {id(r.s): r.s for r in records}.values()
+    written = {a.name for st in statics for a in st.writes}
+    sch.read_only = {a.name for st in statics for a in st.reads} - written
     for rec in records:
         sch.place(rec)
     return Timeline(sch.events, t, kernel_name=kernel_name, cores=sch.cores)
 
 
-def timeline(kernel, inputs=None, target=None, *, cores: int | None = None) -> Timeline:
+def timeline(kernel, inputs=None, target=None, *, cores: int | None = None,
+             simulate: bool | None = None) -> Timeline:
     """Estimates the kernel's execution as a per-engine timeline.
 
     Args:
@@ -538,6 +623,8 @@ def timeline(kernel, inputs=None, target=None, *, cores: int | None = None) -> T
         target: ``'trn1'``, ``'trn2'``, ``'trn3'`` (default: the kernel's target).
         cores: physical cores the SPMD programs are spread over (default: min(grid size, LNC),
             ``assume:spmd_cores``).
+        simulate: see :func:`collect` (default: run the simulator only when the instruction
+            stream depends on data, i.e. the kernel reads indices from tiles, or inputs are given).
 
     Returns:
         The :class:`Timeline`.
@@ -547,7 +634,7 @@ def timeline(kernel, inputs=None, target=None, *, cores: int | None = None) -> T
     nprog = int(math.prod(kernel.grid)) if kernel.grid else 1
     if cores is None:
         cores = min(nprog, t.lnc_default)
-    recs = collect(kernel, inputs, t)
+    recs = collect(kernel, inputs, t, simulate=simulate)
     return schedule(recs, t, cores=cores, grid=tuple(kernel.grid), kernel_name=kernel.name)
 
 

@@ -54,8 +54,9 @@ def pop(ctx):
 
 
 def _source_line(depth_frames=2) -> str:
-    from ..errors import _PKG_DIR
     import os
+
+    from ..errors import _PKG_DIR
     frame = sys._getframe(depth_frames)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PKG_DIR):
         frame = frame.f_back
@@ -125,7 +126,8 @@ class TraceContext:
         """Add a statement to the current block."""
         self.block.append(stmt)
 
-    def declare(self, shape, dtype: str, buffer: str, *, kind: str = "local", name: str | None = None,
+    def declare(self, shape, dtype: str, buffer: str, *, kind: str = "local",
+                name: str | None = None,
                 par_dim: int = 0, base=None, view=None, data=None, alloc=None,
                 loc=AUTO, emit: bool = True) -> TensorDecl:
         """Create a tensor declaration (appending its ``Alloc`` unless ``emit`` is false)."""

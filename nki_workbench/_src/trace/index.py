@@ -1,5 +1,7 @@
-"""Frontend index objects: ``nl.arange``, ``nl.mgrid``, ``nl.ds``, ``nl.par_dim`` and the
-symbolic integers that loop variables and program ids are.
+"""Frontend index objects.
+
+``nl.arange``, ``nl.mgrid``, ``nl.ds``, ``nl.par_dim`` and the symbolic integers that loop
+variables and program ids are.
 
 :class:`IndexExpr` wraps an IR expression and gives it Python operators, so kernels can write
 ``i * 128 + nl.arange(128)[:, None]`` and ``mask=(i_p < n) & (i_f < m)``. Python control flow on

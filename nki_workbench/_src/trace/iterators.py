@@ -1,5 +1,7 @@
-"""Loop iterators: ``affine_range`` and ``sequential_range`` stay loops in the IR (the body is
-traced once with a symbolic loop variable); ``static_range`` unrolls into Python ints.
+"""Loop iterators.
+
+``affine_range`` and ``sequential_range`` stay loops in the IR (the body is traced once with a
+symbolic loop variable); ``static_range`` unrolls into Python ints.
 """
 
 from __future__ import annotations

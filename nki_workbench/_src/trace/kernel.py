@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import NkiError
+from ..errors import NkiError, _short
 from ..hw import get_target
 from ..ir import Kernel
 from . import context as C
@@ -231,6 +231,8 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
     constants = _constants(bound, hook)
     key = spec_key(func, leaves, constants, grid, target, mapper)
     ctx = C.TraceContext(func.__name__, target, grid, getattr(func, "__code__", None))
+    from .. import alloc as A  # lazy: the memory model imports the tracer
+    A.begin_trace(func, ctx)  # kernel decorator fields (ncc.force_auto_alloc...) -> ctx.attrs
     annotations = getattr(func, "__annotations__", {})
     mutable = {name for name, ann in annotations.items() if getattr(ann, "mutable", False)}
     table, params = {}, []
@@ -264,12 +266,19 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
     if constants:
         kattrs["constants"] = tuple((p, _const_repr(v)) for p, v in constants)
     kattrs["returns"] = returns
+    kattrs.update(A.kernel_attrs(ctx))  # compile_opts / allocator / directive_scopes, when set
     kernel = Kernel(func.__name__, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
                     grid, target, tuple(sorted(kattrs.items())))
+    A.allocate_pending_tensors(kernel, _def_loc(func))  # allocation rules and SBUF/PSUM fit
     traced = Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
     for hook_fn in TRACE_HOOKS:
         hook_fn(traced)
     return traced
+
+
+def _def_loc(func):
+    code = getattr(func, "__code__", None)
+    return f"{_short(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
 
 
 def _positional(bound):

@@ -436,7 +436,7 @@ def _subscript(t: NkiTensor, key) -> NkiTensor:
     new = []  # expression per view dim
     if advanced:
         exprs = []
-        for item, kind in zip(key, kinds):
+        for item, kind in zip(key, kinds, strict=True):
             if kind == "dyn":
                 exprs.append(_dyn_expr(item, t))
             elif kind == "adv":

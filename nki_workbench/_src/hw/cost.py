@@ -1,0 +1,857 @@
+"""Per-target cost tables: engine clocks, PE geometry, per-opcode cycle formulas and DMA figures.
+
+Every number cites its source in ``shared/reference/hardware.md`` (``hw §x`` below; the bracketed
+tags [A1], [ISA-old], ... are the upstream documents that file cites). Figures that no public
+source gives are *named assumptions*, listed once in :data:`ASSUMPTIONS` and referred to by name
+(``assume:NAME``) wherever they are used. Structural facts (partitions, PSUM banks, tile limits)
+live in :mod:`.targets` and are not repeated here.
+
+The per-opcode table :data:`COSTS` maps an opcode name (IR opcode = ``nl`` function name or
+``nki.isa`` instruction name) to a :class:`CostEntry`. :func:`price` turns one IR instruction into
+a :class:`Price` (engine, cycles, nanoseconds, the formula that produced them, FLOPs, bytes); an
+opcode without an entry raises ``NkiError('wb_no_cost_entry')`` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .. import dtypes as D
+from ..errors import NkiError
+from ..ir import OPCODES, Access, Inst, Scalar
+from ..ir import expr as E
+from .targets import Target, get_target
+
+__all__ = ["ASSUMPTIONS", "COSTS", "CostEntry", "CostTarget", "DmaPlan", "Operand", "OpView",
+           "Price", "cost_target", "price", "COMPUTE_ENGINES"]
+
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+
+# --------------------------------------------------------------------------------- assumptions
+# Gaps in the public facts (hw §7 and others), each a named, documented choice.
+ASSUMPTIONS: dict[str, str] = {
+    "sync_clock": "The Sync engine runs at the profiler base clock (hw §0 [NX-SCH]: Trn1 1.4 GHz, "
+                  "Trn2 1.2 GHz; Trn3 taken as 1.2 GHz).",
+    "trn3_pe_rate": "Trn3 TensorE prices non-MX matmuls with the NeuronCore-v2 ISA formulas at its "
+                    "own 2.4 GHz clock (hw §2.1 gives the same 2x128 BF16 input width as v3).",
+    "dep_latency": "A consumer waiting on a result (RAW) or on another engine (semaphore) starts "
+                   "200 of its own cycles after the producer ends: [PERF]'s ~264-cycle II of "
+                   "dependent tiny ScalarE instructions minus MIN_II = 64 (hw §2.6, derived). "
+                   "Same-engine WAR/WAW and PSUM accumulation chains on TensorE need no wait.",
+    "dma_overhead_bytes": "Each DMA descriptor (one contiguous run, at most one partition) costs "
+                          "as much engine time as 256 extra bytes: 4 KiB runs reach 94 % of peak, "
+                          "2 KiB 89 %, 256 B 50 % (hw §4 efficiency rules give only the shape).",
+    "dma_fixed_latency": "The ~1300 ns fixed DMA cost (hw §4 [DMA-BW]; ~600 ns hwdge on v3+) is "
+                         "latency between the dependencies being met and data moving; it does "
+                         "not occupy DMA engines, so back-to-back DMAs overlap it.",
+    "dma_queue_policy": "DMAs are assigned to the core's 16 queues round-robin in program order; a "
+                        "queue runs its transfers in order (hw §4 [DMA-O]).",
+    "dma_engine_split": "A transfer touching partitions p..q uses DMA engines p//8..q//8 (8 "
+                        "partitions per engine, hw §4 [DMA-O][A1]); HBM-only transfers use all "
+                        "16; engines serve one transfer at a time (round-robin sharing between "
+                        "queues is modelled as serialisation, same total throughput).",
+    "dma_transpose_v2": "Trn1 DMA transposes (load_transpose2d, dma_transpose) run at 1/8 of the "
+                        "plain DMA rate (hw §4: 'much lower bandwidth', no figure).",
+    "perf_mode_n": "NeuronCore-v3/v4 VectorE performance modes (2x/4x, hw §2.3 [A2]) divide the N "
+                   "term of the v2 formula; v4 ScalarE's 256-wide BF16/FP16/FP8 path (hw §2.1 "
+                   "[A3]) halves it likewise. v4 VectorE keeps v3's modes.",
+    "stride_penalty_v3": "The v2 rule 'innermost stride > 16 bytes halves engine bandwidth' (hw "
+                         "§1.3 [A1]) is applied on all targets, as a doubled N term.",
+    "nl_unary_vector": "nl element-wise functions on VectorE (one input) cost like tensor_scalar: "
+                       "max(MIN_II, N) (hw §2.3 [A1]: one input tile ~ N cycles).",
+    "nl_where": "nl.where (select between two tiles under a predicate) costs like "
+                "tensor_copy_predicated with both operands in SBUF: max(MIN_II, 2N).",
+    "composites": "nl.softmax, nl.rms_norm, nl.mean, nl.var are priced as the sum of the nki.isa "
+                  "instructions they lower to, on the engine the opcode table names.",
+    "gpsimd_unpriced": "GpSimd instructions without a published formula (rand on v2/v3, "
+                       "random_seed, tensor_partition_reduce, sequence_bounds, builtin_custom_op) "
+                       "cost GPSIMD_START + N (hw §3 GPSIMD_START; [3P-RE] says N for "
+                       "tensor_partition_reduce).",
+    "select_reduce": "select_reduce (no published formula) costs like tensor_copy_predicated "
+                     "(both SBUF: max(MIN_II, 2N)) plus MIN_II when it reads out reduce_res.",
+    "match_replace_max": "nc_match_replace8's published cost 'min(MIN_II, N)' is read as "
+                         "max(MIN_II, N) (hw §3 flags it as a probable typo).",
+    "onezero_2x": "is_stationary_onezero / is_moving_onezero with fp32 operands halve the matmul "
+                  "cost (hw §2.2 [ISA]: 'up to 2x').",
+    "collective": "nl.all_reduce runs on the Sync engine and costs two DMA fixed latencies plus "
+                  "its bytes at the core's aggregate DMA bandwidth; programs do not wait for "
+                  "each other (no published collective cost).",
+    "psum_zero_fold": "Zero-filling a PSUM tile (nl.zeros(..., buffer=psum) before '+=' "
+                      "matmuls) costs nothing: the first matmul of the accumulation group "
+                      "overwrites instead of accumulating (hw §1.2 [A1]: only TensorE controls "
+                      "accumulation).",
+    "psum_banks_rr": "Each PSUM tile takes ceil(bytes per partition / 2 KiB) whole banks, handed "
+                     "out round-robin; a tile waits until the previous owner of its banks is done "
+                     "(hw §1.2: one matmul output per bank, 8 accumulation groups).",
+    "sbuf_fresh": "Every SBUF tile allocation gets fresh space (the compiler's multi-buffering); "
+                  "SBUF capacity is the occupancy model's concern, not the timeline's.",
+    "spmd_cores": "SPMD programs run on min(grid size, LNC) physical cores (LNC = 1 on trn1, 2 on "
+                  "trn2/trn3, hw §5 [LNC]), program i on core i % cores, one after the other.",
+    "port_order": "Port conflicts (hw §1.3) are resolved in program order: an instruction needing "
+                  "a shared port waits for the port's previous user.",
+}
+
+
+# --------------------------------------------------------------------------------- per target
+# field: (trn1, trn2, trn3)  # source
+_NAMES = ("trn1", "trn2", "trn3")
+_TABLE: dict[str, tuple[Any, Any, Any]] = {
+    "clock_ghz": (
+        {"tensor": 2.8, "vector": 1.12, "scalar": 1.4, "gpsimd": 1.4, "sync": 1.4},  # hw §2.1 [A1]
+        {"tensor": 2.4, "vector": 0.96, "scalar": 1.2, "gpsimd": 1.2, "sync": 1.2},  # hw §2.1 [A2]
+        {"tensor": 2.4, "vector": 1.2, "scalar": 1.2, "gpsimd": 1.2, "sync": 1.2},  # hw §2.1 [A3]
+    ),  # sync: assume:sync_clock
+    "pe_rows": (128, 128, 128),  # hw §0, §2.2 [A1][A2][A3]
+    "pe_cols": (128, 128, 128),  # hw §0, §2.2
+    "lanes": (128, 128, 128),  # hw §2.1: 128 lanes (v3/v4 wider modes: perf_mode below)
+    "vector_perf_modes": (False, True, True),  # hw §2.3 [A2]; v4: assume:perf_mode_n
+    "scalar_16bit_2x": (False, False, True),  # hw §2.1 [A3] 256 BF16/FP16/FP8; assume:perf_mode_n
+    "rand_values_per_cycle": (1, 1, 4),  # hw §2.3 [A3] XORWOW 4/lane/cycle; v2/v3 gpsimd_unpriced
+    "min_ii": (64, 64, 64),  # hw §3 MIN_II [ISA-old]
+    "min_ii_dynamic": (600, 600, 600),  # hw §3 MIN_II_DYNAMIC [ISA-old]
+    "gpsimd_start": (150, 150, 150),  # hw §3 GPSIMD_START [ISA-old]
+    "dep_latency_cycles": (200, 200, 200),  # assume:dep_latency (hw §2.6 [PERF] 264 - 64)
+    "mm_fp32_factor": (4, 4, 4),  # hw §2.2, §3 nc_matmul: fp32 4x [A1][ISA-old]
+    "mm_init_latency": (64, 64, 64),  # hw §2.2 MM_INIT_LATENCY = 64 cycles [A1][PERF]
+    "dma_engines": (16, 16, 16),  # hw §4 [A1][A2][DMA-O]
+    "dma_queues": (16, 16, 16),  # hw §4 [DMA-O] 16 queues per engine
+    "partitions_per_dma_engine": (8, 8, 8),  # hw §4 [DMA-O][A1] (128 / 16)
+    "dma_bytes_per_ns": (17.0, 23.0, 33.0),  # hw §4 [DMA-O][DMA-BW] 'BW / Engine' table
+    "dma_fixed_ns": (1300.0, 1300.0, 1300.0),  # hw §4 [DMA-BW]; assume:dma_fixed_latency
+    "hwdge_fixed_ns": (None, 600.0, 600.0),  # hw §4 [A2][DGE] (v3+ only)
+    "dma_overhead_bytes": (256, 256, 256),  # assume:dma_overhead_bytes
+    "dma_transpose_eff": ((0.125, 0.125), (0.9, 0.5), (0.9, 0.5)),  # (from HBM, SBUF->SBUF):
+    # v3: hw §4 [A2] 90 % / 50 %; v4 same (assumption); v2: assume:dma_transpose_v2
+    "dma_rmw_eff": (0.5, 0.5, 1.0),  # hw §1.1, §4 [A3][H4]: pre-v4 RMW at 50 %, v4 full rate
+    "port_sbuf_vector_gpsimd": ("always", "perf_mode", "perf_mode"),  # hw §1.3 [A1][A2]
+    "port_psum_vector_scalar": ("always", "same_bank", "same_bank"),  # hw §1.3 [A1][A2]
+    "stride_penalty_bytes": (16, 16, 16),  # hw §1.3 [A1]; v3/v4: assume:stride_penalty_v3
+    "lnc_default": (1, 2, 2),  # hw §0, §5 [LNC]
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class CostTarget:
+    """The timing facts of one target (see the module table for every figure's source).
+
+    Attributes:
+        hw: the structural :class:`~.targets.Target` facts (partitions, PSUM banks, ...).
+        clock_ghz: clock per engine.
+        pe_rows: TensorE PE-array rows (contraction lanes).
+        pe_cols: TensorE PE-array columns.
+        lanes: lanes (partitions) of Vector/Scalar/GpSimd.
+        vector_perf_modes: whether VectorE has the v3 2x/4x performance modes.
+        scalar_16bit_2x: whether ScalarE doubles throughput for 16/8-bit data.
+        rand_values_per_cycle: random values per lane per GpSimd cycle.
+        min_ii: MIN_II cycles.
+        min_ii_dynamic: MIN_II_DYNAMIC cycles.
+        gpsimd_start: GPSIMD_START cycles.
+        dep_latency_cycles: consumer cycles between a producer's end and a dependent start.
+        mm_fp32_factor: fp32 matmul slowdown.
+        mm_init_latency: minimum matmul initiation interval (cycles).
+        dma_engines: DMA engines per core.
+        dma_queues: DMA queues per core.
+        partitions_per_dma_engine: partitions one DMA engine serves.
+        dma_bytes_per_ns: bandwidth of one DMA engine.
+        dma_fixed_ns: fixed latency of a DMA.
+        hwdge_fixed_ns: fixed latency of a hardware-DGE DMA (``None``: no hwdge).
+        dma_overhead_bytes: engine-time cost of one descriptor, in bytes.
+        dma_transpose_eff: DMA transpose rate relative to a copy, (from HBM, SBUF to SBUF).
+        dma_rmw_eff: read-modify-write DMA rate relative to a copy.
+        port_sbuf_vector_gpsimd: when Vector and GpSimd share the SBUF port.
+        port_psum_vector_scalar: when Vector and Scalar share a PSUM port.
+        stride_penalty_bytes: innermost stride above which engine bandwidth halves.
+        lnc_default: physical cores per logical core by default.
+    """
+
+    hw: Target
+    clock_ghz: dict
+    pe_rows: int
+    pe_cols: int
+    lanes: int
+    vector_perf_modes: bool
+    scalar_16bit_2x: bool
+    rand_values_per_cycle: int
+    min_ii: int
+    min_ii_dynamic: int
+    gpsimd_start: int
+    dep_latency_cycles: int
+    mm_fp32_factor: int
+    mm_init_latency: int
+    dma_engines: int
+    dma_queues: int
+    partitions_per_dma_engine: int
+    dma_bytes_per_ns: float
+    dma_fixed_ns: float
+    hwdge_fixed_ns: float | None
+    dma_overhead_bytes: int
+    dma_transpose_eff: tuple
+    dma_rmw_eff: float
+    port_sbuf_vector_gpsimd: str
+    port_psum_vector_scalar: str
+    stride_penalty_bytes: int
+    lnc_default: int
+
+    @property
+    def name(self) -> str:
+        """Canonical target name."""
+        return self.hw.name
+
+    def peak_flops(self, dtype: str = "bfloat16") -> float:
+        """TensorE dense peak FLOP/s: 2 x PE rows x PE columns x clock (fp32: / 4).
+
+        hw §0 consistency note: 128*128*2*2.8 GHz = 91.8 TFLOPS (trn1), 78.6 (trn2).
+        """
+        f = 2.0 * self.pe_rows * self.pe_cols * self.clock_ghz["tensor"] * 1e9
+        return f / self.mm_fp32_factor if dtype == "float32" else f
+
+    @property
+    def peak_dma_bytes_per_s(self) -> float:
+        """Aggregate DMA bandwidth of one core (hw §0: 272 / 368 / 528 GB/s)."""
+        return self.dma_engines * self.dma_bytes_per_ns * 1e9
+
+    def ns(self, engine: str, cycles: float) -> float:
+        """Nanoseconds of ``cycles`` on ``engine``."""
+        return cycles / self.clock_ghz[engine]
+
+
+_COST_TARGETS: dict[str, CostTarget] = {}
+
+
+def cost_target(name: str | Target | CostTarget | None = None) -> CostTarget:
+    """Returns the timing facts of a target (name, alias, :class:`Target` or ``None``)."""
+    if isinstance(name, CostTarget):
+        return name
+    hw = get_target(name)
+    ct = _COST_TARGETS.get(hw.name)
+    if ct is None:
+        i = _NAMES.index(hw.name)
+        ct = CostTarget(hw=hw, **{k: v[i] for k, v in _TABLE.items()})
+        _COST_TARGETS[hw.name] = ct
+    return ct
+
+
+# --------------------------------------------------------------------------------- operands
+@dataclasses.dataclass(frozen=True, slots=True)
+class Operand:
+    """Static facts of one instruction operand.
+
+    Attributes:
+        kind: ``tile`` (SBUF/PSUM), ``hbm``, ``scalar`` or ``expr``.
+        tensor: tensor name ('' for scalars and expressions).
+        buffer: ``sbuf``, ``psum``, ``hbm``, ``shared_hbm`` or ''.
+        dtype: NKI dtype name ('' when unknown).
+        itemsize: bytes per element.
+        partitions: partition count of the accessed region.
+        elems: total elements accessed.
+        inner_stride: innermost-dimension stride in elements (1 = contiguous).
+        dyn: whether run-time (indirect) indices are involved.
+        value: the value of a scalar operand.
+    """
+
+    kind: str
+    tensor: str = ""
+    buffer: str = ""
+    dtype: str = ""
+    itemsize: int = 4
+    partitions: int = 1
+    elems: int = 1
+    inner_stride: int = 1
+    dyn: bool = False
+    value: object = None
+
+    @property
+    def n(self) -> int:
+        """Elements per partition (the formulas' N)."""
+        return max(1, self.elems // max(1, self.partitions))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes accessed."""
+        return self.elems * self.itemsize
+
+
+def _linear_dim(e):
+    """``(iota_size, coef)`` of a single-iota affine index (``(1, 0)`` for a scalar index)."""
+    if not isinstance(e, E.Affine):
+        return None
+    io = None
+    for atom, k in e.terms:
+        if isinstance(atom, E.Iota):
+            if io is not None:
+                return None
+            io = (atom.size, k)
+        elif not isinstance(atom, E.Var):
+            return None
+    return io or (1, 0)
+
+
+def _operand(x, decls: dict) -> Operand:
+    if isinstance(x, Scalar):
+        return Operand("scalar", dtype=x.dtype or "", value=x.value)
+    if not isinstance(x, Access):
+        return Operand("expr", elems=int(math.prod(E.grid_shape((x,)) or (1,))))
+    decl = decls[x.tensor]
+    grid = x.grid(decl)
+    elems = int(math.prod(grid)) if grid else 1
+    if x.index is None:
+        parts = int(decl.shape[decl.par_dim]) if decl.shape else 1
+        stride, dyn = 1, False
+    else:
+        pe = x.index[decl.par_dim] if decl.par_dim < len(x.index) else None
+        parts = int(math.prod(E.grid_shape((pe,)) or (1,))) if pe is not None else 1
+        lin = _linear_dim(x.index[-1]) if x.index else (1, 1)
+        stride = 1 if lin is None or lin[0] == 1 else abs(lin[1])
+        dyn = any(E.dyns(e) for e in x.index)
+    kind = "hbm" if decl.buffer in ("hbm", "shared_hbm") else "tile"
+    return Operand(kind, x.tensor, decl.buffer, decl.dtype, D.itemsize(D.from_name(decl.dtype)),
+                   max(1, parts), elems, max(1, stride), dyn)
+
+
+_ENGINE_IDS = {1: "tensor", 2: "scalar", 3: "gpsimd", 4: "dma", 5: "vector", 6: "sync"}
+
+
+@dataclasses.dataclass(frozen=True)
+class OpView:
+    """An instruction as the cost formulas see it: opcode, engine, operands, attributes."""
+
+    op: str
+    engine: str
+    ins: tuple
+    outs: tuple
+    attrs: dict
+
+    @classmethod
+    def of(cls, inst: Inst, decls: dict) -> OpView:
+        """Builds the view of ``inst`` given the kernel's declarations."""
+        attrs = dict(inst.attrs)
+        eng = attrs.get("engine")
+        if isinstance(eng, int) and not isinstance(eng, bool):
+            eng = _ENGINE_IDS.get(eng)
+        elif isinstance(eng, str):
+            eng = eng.rsplit(".", 1)[-1].replace("_engine", "").lower()
+        if eng not in COMPUTE_ENGINES:
+            info = OPCODES.get(inst.op)
+            entry = COSTS.get(inst.op)
+            eng = info.engine if info is not None else (entry.engine if entry else "none")
+        return cls(inst.op, eng, tuple(_operand(x, decls) for x in inst.ins),
+                   tuple(_operand(x, decls) for x in inst.outs), attrs)
+
+    def tiles(self, side: str = "ins") -> list:
+        """Tensor operands (tiles and HBM) of ``ins`` or ``outs``."""
+        return [o for o in getattr(self, side) if o.kind in ("tile", "hbm")]
+
+    def n(self, i: int = 0, side: str = "ins") -> int:
+        """N of the ``i``-th tensor operand of ``side`` (falls back to the first output)."""
+        ts = self.tiles(side)
+        if i < len(ts):
+            return ts[i].n
+        outs = self.tiles("outs")
+        return outs[0].n if outs else 1
+
+    def dtypes(self) -> set:
+        """The dtype names of every tensor operand and of the result."""
+        out = {o.dtype for o in self.tiles("ins") + self.tiles("outs")}
+        if self.attrs.get("dtype"):
+            out.add(self.attrs["dtype"])
+        return out
+
+    def buffers(self) -> set:
+        """Buffers every tensor operand lives in."""
+        return {o.buffer for o in self.tiles("ins") + self.tiles("outs")}
+
+
+# --------------------------------------------------------------------------------- prices
+@dataclasses.dataclass(frozen=True, slots=True)
+class Price:
+    """What one instruction costs.
+
+    Attributes:
+        engine: engine that runs it (``dma`` for transfers, ``none`` for simulation-only ops).
+        cycles: engine cycles (0 for DMA).
+        ns: duration in nanoseconds (for DMA: engine time at full width, see ``dma``).
+        formula: the formula, its variables and its source.
+        flops: floating-point operations (2*K*M*N for matmuls, elements x ops otherwise).
+        bytes: bytes moved by a DMA (0 for compute).
+        dma: the transfer plan of a DMA, else ``None``.
+        perf_mode: VectorE/ScalarE performance-mode divisor applied to the N term (1, 2, 4).
+    """
+
+    engine: str
+    cycles: float
+    ns: float
+    formula: str
+    flops: float = 0.0
+    bytes: int = 0
+    dma: DmaPlan | None = None
+    perf_mode: int = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DmaPlan:
+    """A DMA transfer's static shape; the scheduler maps partitions to DMA engines.
+
+    Attributes:
+        bytes: bytes moved.
+        partitions: SBUF partitions touched (0: HBM to HBM, all engines).
+        descriptors: contiguous runs (DMA buffers).
+        fixed_ns: fixed latency before data moves.
+        eff: rate relative to a plain copy (transposes, read-modify-write).
+    """
+
+    bytes: int
+    partitions: int
+    descriptors: int
+    fixed_ns: float
+    eff: float
+
+    def engine_ns(self, t: CostTarget, engines: int) -> float:
+        """Time each of ``engines`` DMA engines is busy with this transfer."""
+        work = self.bytes + self.descriptors * t.dma_overhead_bytes
+        return work / engines / t.dma_bytes_per_ns / self.eff
+
+
+def _fmt(expr: str, env: dict, cycles: float, engine: str, t: CostTarget, src: str) -> str:
+    vals = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in env.items())
+    return (f"{expr} [{vals}] = {cycles:g} cycles @ {t.clock_ghz[engine]:g} GHz ({engine}) "
+            f"<{src}>")
+
+
+# A formula returns (cycles, expression text, variables, source tag).
+Formula = Callable[[OpView, CostTarget], tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class CostEntry:
+    """One row of the cost table: default engine and the formula.
+
+    Attributes:
+        engine: engine used when neither the instruction nor the opcode table names one.
+        formula: ``f(view, target) -> (cycles, expression, variables, source)``; ``None`` for
+            DMA transfers, priced by :func:`dma_plan`.
+    """
+
+    engine: str
+    formula: Formula | None
+
+
+def _n_eff(v: OpView, t: CostTarget, n: int) -> tuple[int, str]:
+    """N doubled by a wide innermost stride (hw §1.3 [A1]; assume:stride_penalty_v3)."""
+    for o in v.tiles("ins") + v.tiles("outs"):
+        if o.kind == "tile" and o.inner_stride * o.itemsize > t.stride_penalty_bytes:
+            return 2 * n, " (strided: N doubled, hw §1.3)"
+    return n, ""
+
+
+_16BIT = {"bfloat16", "float16"}
+_LOWP = _16BIT | {"float8_e4m3", "float8_e5m2"}
+
+
+def _speedup(v: OpView, t: CostTarget, family: str) -> int:
+    """Performance-mode divisor of the N term (hw §2.3 [A2], §2.1 [A3]; assume:perf_mode_n)."""
+    if v.engine == "vector" and t.vector_perf_modes:
+        tiles = v.tiles("ins") + v.tiles("outs")
+        if not tiles or not v.dtypes() <= _16BIT:
+            return 1
+        all_sbuf = all(o.buffer == "sbuf" for o in tiles)
+        contiguous = all(o.inner_stride == 1 for o in tiles)
+        if family == "copy":
+            return 4 if all_sbuf and contiguous else 2
+        if family == "tensor_tensor" and all_sbuf:
+            return 2
+        return 1
+    if v.engine == "scalar" and t.scalar_16bit_2x and v.dtypes() <= _LOWP:
+        return 2
+    return 1
+
+
+def _maxii(n_name: str, mult: float = 1.0, family: str = "", src: str = "",
+           extra_ii: int = 0, dynamic: bool = False, side: str = "ins") -> Formula:
+    """``max(MIN_II, mult*N) [+ MIN_II]`` on the instruction's engine (N of ``side``)."""
+    def f(v: OpView, t: CostTarget):
+        n, note = _n_eff(v, t, v.n(0, side))
+        sp = _speedup(v, t, family) if family else 1
+        ii = t.min_ii_dynamic if dynamic else t.min_ii
+        ii_name = "MIN_II_DYNAMIC" if dynamic else "MIN_II"
+        body = mult * n / sp
+        cyc = max(ii, body) + (t.min_ii if extra_ii else 0)
+        term = (f"{mult:g}*{n_name}" if mult != 1 else n_name) + (f"/{sp}" if sp > 1 else "")
+        text = f"max({ii_name}, {term})" + (" + MIN_II" if extra_ii else "") + note
+        env = {ii_name: ii, "N": n}
+        if sp > 1:
+            env["perf_mode"] = sp
+        return cyc, text, env, src
+    return f
+
+
+def _plain(mult: float, start: int = 0, src: str = "", label: str = "N") -> Formula:
+    """``start + mult*N`` (``start`` = GPSIMD_START when 150)."""
+    def f(v: OpView, t: CostTarget):
+        n, note = _n_eff(v, t, v.n(0))
+        s = t.gpsimd_start if start else 0
+        cyc = s + mult * n
+        term = f"{mult:g}*{label}" if mult != 1 else label
+        return cyc, (f"GPSIMD_START + {term}" if start else term) + note, \
+            {"GPSIMD_START": s, "N": n} if start else {"N": n}, src
+    return f
+
+
+# ------------------------------------------------------------------ formulas with conditions
+def _op_name(v: OpView, key: str = "op") -> str:
+    o = v.attrs.get(key)
+    return str(o).rsplit(".", 1)[-1] if o is not None else v.op
+
+
+def _tensor_tensor(v: OpView, t: CostTarget):
+    ts = v.tiles("ins")
+    scalar_like = (len(ts) < 2 or any(o.kind in ("scalar", "expr") for o in v.ins)
+                   or (any(o.n == 1 for o in ts) and max(o.n for o in ts) > 1))
+    if scalar_like:  # a broadcast scalar or [P,1] operand: tensor_scalar (hw §3)
+        return _maxii("N", src="hw §3 tensor_scalar [ISA-old]")(v, t)
+    n, note = _n_eff(v, t, v.n(0))
+    sp = _speedup(v, t, "tensor_tensor")
+    bufs = [o.buffer for o in ts[:2]]
+    one_psum = bufs.count("psum") == 1
+    fast = (bufs == ["sbuf", "sbuf"] and v.dtypes() <= {"bfloat16"}
+            and _op_name(v) in ("add", "multiply", "subtract")
+            and all(o.inner_stride == 1 for o in ts))
+    mult = 1 if one_psum or fast else 2
+    cyc = max(t.min_ii, mult * n / sp)
+    why = "one PSUM input" if one_psum else ("bf16 add/mul/sub in SBUF" if fast else "general")
+    term = ("N" if mult == 1 else "2*N") + (f"/{sp}" if sp > 1 else "")
+    env = {"MIN_II": t.min_ii, "N": n, **({"perf_mode": sp} if sp > 1 else {})}
+    return cyc, f"max(MIN_II, {term}) ({why}){note}", env, "hw §3 tensor_tensor [ISA-old]"
+
+
+def _tensor_reduce(v: OpView, t: CostTarget):
+    n, note = _n_eff(v, t, v.n(0))
+    half = (v.dtypes() <= {"bfloat16"} and _op_name(v) in ("add", "max", "sum", "maximum"))
+    return (n / 2 if half else n), ("N/2 (bf16 add/max)" if half else "N") + note, {"N": n}, \
+        "hw §3 tensor_reduce [ISA-old]"
+
+
+def _memset(v: OpView, t: CostTarget):
+    n = v.n(0, "outs")
+    val = v.attrs.get("value")
+    if val is None and v.ins and v.ins[0].kind == "scalar":
+        val = v.ins[0].value
+    zero = val in (0, 0.0) and (v.attrs.get("dtype") in _16BIT)
+    body = n / 2 if zero else n
+    return max(t.min_ii, body), "max(MIN_II, N/2) (zero, 16-bit)" if zero else "max(MIN_II, N)", \
+        {"MIN_II": t.min_ii, "N": n}, "hw §3 memset [ISA-old]"
+
+
+def _matmul(v: OpView, t: CostTarget):
+    ts = v.tiles("ins")
+    stat, mov = ts[0], ts[1]
+    n_st, n_mv = stat.n, mov.n
+    fp32 = "float32" in (stat.dtype, mov.dtype)
+    fac = t.mm_fp32_factor if fp32 else 1
+    onezero = fp32 and (v.attrs.get("is_stationary_onezero") or v.attrs.get("is_moving_onezero"))
+    base = max(min(t.mm_init_latency, n_st), n_mv)
+    cyc = fac * base / (2 if onezero else 1)
+    text = ("4*" if fp32 else "") + "max(min(64, N_stationary), N_moving)" + \
+        (" / 2 (onezero, assume:onezero_2x)" if onezero else "")
+    env = {"N_stationary": n_st, "N_moving": n_mv}
+    if v.op == "matmul" and not v.attrs.get("transpose_x"):
+        # nl.matmul without transpose_x: x [M,K] is transposed on TensorE first (hw §3)
+        p, f = stat.partitions, n_st
+        tr = max(p, min(64, f)) * fac
+        cyc += tr
+        text += " + max(P, min(64, F)) (transpose of x)"
+        env.update(P=p, F=f)
+    return cyc, text, env, "hw §2.2, §3 nc_matmul [A1][ISA-old]"
+
+
+def _matmul_flops(v: OpView) -> float:
+    ts = v.tiles("ins")
+    if len(ts) < 2:
+        return 0.0
+    k = ts[1].partitions
+    m = ts[0].n if v.op == "nc_matmul" or v.attrs.get("transpose_x") else ts[0].partitions
+    return 2.0 * k * m * ts[1].n * (2 if v.attrs.get("perf_mode") else 1)
+
+
+def _transpose(v: OpView, t: CostTarget):
+    o = v.tiles("ins")[0]
+    if v.engine == "tensor":
+        cyc = max(o.partitions, min(t.mm_init_latency, o.n))
+        return cyc, "max(P, min(64, F))", {"P": o.partitions, "F": o.n}, \
+            "hw §3 nc_transpose (TensorE) [ISA-old]"
+    return _maxii("N", src="hw §3 nc_transpose (VectorE) [ISA-old]")(v, t)
+
+
+def _reciprocal(v: OpView, t: CostTarget):
+    if v.engine == "vector":
+        return _maxii("N", 8, src="hw §3 reciprocal [ISA-old]")(v, t)
+    return _maxii("N", family="act", src="hw §3 activation [ISA-old]")(v, t)
+
+
+def _stt(v: OpView, t: CostTarget):
+    ts = v.tiles("ins")
+    n, note = _n_eff(v, t, v.n(0))
+    fast = (len(ts) >= 2 and ts[0].dtype == "bfloat16" and ts[-1].dtype == "bfloat16"
+            and _op_name(v, "op0") == "subtract" and _op_name(v, "op1") == "multiply"
+            and n % 2 == 0)
+    return (n if fast else 2 * n), ("N (bf16 subtract/multiply)" if fast else "2*N") + note, \
+        {"N": n}, "hw §3 scalar_tensor_tensor [ISA-old]"
+
+
+def _predicated(v: OpView, t: CostTarget):
+    ts = v.tiles("ins")
+    one_psum = sum(o.buffer == "psum" for o in ts[:2]) == 1
+    n, note = _n_eff(v, t, v.n(0))
+    mult = 1 if one_psum else 2
+    extra = t.min_ii if v.op == "select_reduce" and len(v.outs) > 1 else 0
+    return max(t.min_ii, mult * n) + extra, \
+        f"max(MIN_II, {'N' if one_psum else '2*N'})" + (" + MIN_II" if extra else "") + note, \
+        {"MIN_II": t.min_ii, "N": n}, \
+        "hw §3 tensor_copy_predicated [ISA-old]" + (" + assume:select_reduce" if
+                                                    v.op == "select_reduce" else "")
+
+
+def _activation(v: OpView, t: CostTarget):
+    reduce = v.op == "activation_reduce" or len(v.outs) > 1
+    return _maxii("N", family="act", extra_ii=int(reduce),
+                  src="hw §2.4, §3 activation[_reduce] [A1][ISA-old]")(v, t)
+
+
+def _bn_aggr(v: OpView, t: CostTarget):
+    n = v.n(0)
+    return max(t.min_ii, 13 * (n / 3)), "max(MIN_II, 13*(N/3))", {"MIN_II": t.min_ii, "N": n}, \
+        "hw §3 bn_aggr [ISA-old]"
+
+
+def _local_gather(v: OpView, t: CostTarget):
+    src = v.tiles("ins")[0]
+    e = int(v.attrs.get("num_elem_per_idx", 1) or 1)
+    idx = v.tiles("ins")[1] if len(v.tiles("ins")) > 1 else None
+    nv = v.attrs.get("num_valid_indices") or (idx.elems // 8 if idx else v.n(0, "outs"))
+    tt = 4  # hw §3 local_gather: t = 4
+    c = ((28 + tt * e) / (tt * e)) / min(4 / src.itemsize, e)
+    cyc = t.gpsimd_start + nv * e / c
+    return cyc, "GPSIMD_START + num_valid*elem_per_idx / C", \
+        {"num_valid": nv, "elem_per_idx": e, "C": round(c, 3)}, "hw §3 local_gather [ISA-old]"
+
+
+def _rand(v: OpView, t: CostTarget):
+    n = v.n(0, "outs")
+    r = t.rand_values_per_cycle
+    src = "hw §2.3 [A3] XORWOW" if r > 1 else "assume:gpsimd_unpriced"
+    return t.gpsimd_start + n / r, f"GPSIMD_START + N/{r}", {"N": n}, src
+
+
+def _softmax(v: OpView, t: CostTarget):
+    # max-reduce, subtract (tensor_scalar), exp with sum (activation_reduce), divide (tensor_scalar)
+    n, note = _n_eff(v, t, v.n(0))
+    ii = t.min_ii
+    cyc = n + max(ii, n) + (max(ii, n) + ii) + max(ii, n)
+    return cyc, "N + max(MIN_II,N) + (max(MIN_II,N)+MIN_II) + max(MIN_II,N)" + note, \
+        {"MIN_II": ii, "N": n}, "hw §3 tensor_reduce+tensor_scalar+activation_reduce; " \
+        "assume:composites"
+
+
+def _rms_norm(v: OpView, t: CostTarget):
+    # square with sum (activation_reduce), rsqrt of the mean (activation on [P,1]), scale by it
+    # (tensor_scalar), multiply by w (tensor_tensor)
+    n, note = _n_eff(v, t, v.n(0))
+    ii = t.min_ii
+    cyc = (max(ii, n) + ii) + ii + max(ii, n) + max(ii, 2 * n)
+    return cyc, "(max(MIN_II,N)+MIN_II) + MIN_II + max(MIN_II,N) + max(MIN_II,2N)" + note, \
+        {"MIN_II": ii, "N": n}, "hw §3 activation_reduce+activation+tensor_scalar+" \
+        "tensor_tensor; assume:composites"
+
+
+def _mean(v: OpView, t: CostTarget):
+    cyc, text, env, src = _tensor_reduce(v, t)
+    return cyc + t.min_ii, text + " + MIN_II (scale)", {**env, "MIN_II": t.min_ii}, \
+        src + "; assume:composites"
+
+
+def _var(v: OpView, t: CostTarget):
+    n = v.n(0)
+    chunks = math.ceil(n / t.hw.bn_stats_fmax)
+    stats = chunks * max(t.min_ii, min(n, t.hw.bn_stats_fmax))
+    aggr = max(t.min_ii, 13 * (6 * chunks / 3))
+    return stats + aggr, "chunks*max(MIN_II, min(N,512)) + max(MIN_II, 13*(6*chunks/3))", \
+        {"MIN_II": t.min_ii, "N": n, "chunks": chunks}, "hw §3 bn_stats+bn_aggr; " \
+        "assume:composites"
+
+
+def _collective(v: OpView, t: CostTarget):
+    nbytes = sum(o.nbytes for o in v.tiles("ins"))
+    ns = 2 * t.dma_fixed_ns + nbytes / (t.dma_engines * t.dma_bytes_per_ns)
+    cyc = ns * t.clock_ghz["sync"]
+    return cyc, "(2*DMA_FIXED + bytes/DMA_BW) * clock", {"bytes": nbytes}, "assume:collective"
+
+
+def _nothing(v: OpView, t: CostTarget):
+    return 0, "0 (simulation only)", {}, "not a device instruction"
+
+
+_ACT = _activation
+_MAXII = _maxii("N", src="hw §3 [ISA-old]")
+_GP = _plain(1, start=1, src="assume:gpsimd_unpriced")
+
+COSTS: dict[str, CostEntry] = {}
+
+
+def _reg(names, engine: str, formula: Formula | None):
+    for n in names.split() if isinstance(names, str) else names:
+        COSTS[n] = CostEntry(engine, formula)
+
+
+# --- DMA (priced by dma_plan)
+_reg("load store load_transpose2d atomic_rmw dma_copy dma_transpose", "dma", None)
+# --- nki.isa instructions (hw §3 table, nki-api.md §4.3)
+_reg("activation activation_reduce", "scalar", _ACT)
+_reg("affine_select", "gpsimd", _plain(1, start=1, src="hw §3 affine_select [ISA-old]"))
+_reg("bn_stats", "vector", _maxii("N", src="hw §3 bn_stats [ISA-old]"))
+_reg("bn_aggr", "vector", _bn_aggr)
+_reg("dropout", "vector", _maxii("N", src="hw §3 dropout [ISA-old]"))
+_reg("iota", "gpsimd", lambda v, t: (t.gpsimd_start + v.n(0, "outs"), "150 + N",
+                                     {"N": v.n(0, "outs")}, "hw §3 iota [ISA-old]"))
+_reg("local_gather", "gpsimd", _local_gather)
+_reg("max8 nc_find_index8", "vector", _plain(1, src="hw §3 max8/nc_find_index8 [ISA-old]"))
+_reg("nc_match_replace8", "vector", _maxii("N", src="hw §3; assume:match_replace_max"))
+_reg("memset", "vector", _memset)
+_reg("nc_matmul", "tensor", _matmul)
+_reg("nc_stream_shuffle", "vector", _maxii("N", src="hw §3 nc_stream_shuffle [ISA-old]"))
+_reg("nc_transpose", "tensor", _transpose)
+_reg("range_select", "vector", _maxii("N", src="hw §3 range_select [ISA-old]"))
+_reg("reciprocal", "vector", _reciprocal)
+_reg("scalar_tensor_tensor", "vector", _stt)
+_reg("tensor_copy", "vector", _maxii("N", family="copy", src="hw §2.3, §3 tensor_copy"))
+_reg("tensor_copy_dynamic_src tensor_copy_dynamic_dst", "vector",
+     _maxii("N", dynamic=True, src="hw §3 tensor_copy_dynamic [ISA-old]"))
+_reg("tensor_copy_predicated select_reduce", "vector", _predicated)
+_reg("tensor_reduce", "vector", _tensor_reduce)
+_reg("tensor_scalar", "vector", _maxii("N", family="copy", src="hw §2.3, §3 tensor_scalar"))
+_reg("tensor_scalar_reduce", "vector",
+     _maxii("N", extra_ii=1, src="hw §3 tensor_scalar_reduce [ISA-old]"))
+_reg("tensor_tensor", "vector", _tensor_tensor)
+_reg("tensor_tensor_scan", "vector", _maxii("N", 2, src="hw §3 tensor_tensor_scan [ISA-old]"))
+_reg("tensor_partition_reduce sequence_bounds builtin_custom_op", "gpsimd", _GP)
+# --- nki.language operations (nl opcode names; engines from ir.opcodes)
+_reg("copy broadcast_to", "vector", _maxii("N", family="copy", side="outs",
+                                           src="hw §3 tensor_copy [ISA-old]"))
+_reg("rand", "gpsimd", _rand)
+_reg("random_seed", "gpsimd", lambda v, t: (t.gpsimd_start, "GPSIMD_START", {},
+                                            "assume:gpsimd_unpriced"))
+_reg("exp log sin arctan tanh sqrt rsqrt sigmoid relu gelu gelu_dx gelu_apprx_tanh "
+     "gelu_apprx_sigmoid silu silu_dx erf erf_dx softplus mish square sign abs", "scalar", _ACT)
+_reg("negative trunc floor ceil cos tan invert logical_not", "vector",
+     _maxii("N", src="assume:nl_unary_vector"))
+_reg("add subtract multiply divide power maximum minimum mod fmod equal not_equal greater "
+     "greater_equal less less_equal logical_and logical_or logical_xor bitwise_and bitwise_or "
+     "bitwise_xor left_shift right_shift loop_reduce", "vector", _tensor_tensor)
+_reg("where", "vector", _maxii("N", 2, src="assume:nl_where"))
+_reg("sum prod max min all", "vector", _tensor_reduce)
+_reg("mean", "vector", _mean)
+_reg("var", "vector", _var)
+_reg("matmul", "tensor", _matmul)
+_reg("transpose", "tensor", _transpose)
+_reg("softmax", "vector", _softmax)
+_reg("rms_norm", "vector", _rms_norm)
+_reg("gather_flattened", "gpsimd", _local_gather)
+_reg("all_reduce", "sync", _collective)
+_reg("device_print", "none", _nothing)
+
+
+# --------------------------------------------------------------------------------- DMA plans
+def _contiguous_run(x: Access, decl) -> int:
+    """Elements of the longest contiguous HBM run of an access (innermost dims first)."""
+    if x.index is None:
+        return int(math.prod(decl.shape)) if decl.shape else 1
+    run = 1
+    for d in range(len(decl.shape) - 1, -1, -1):
+        lin = _linear_dim(x.index[d])
+        if lin is None:
+            return run
+        size, k = lin
+        if size > 1 and k != 1:
+            return run if run > 1 else 1
+        run *= size
+        if size != decl.shape[d]:
+            return run
+    return run
+
+
+def dma_plan(inst: Inst, v: OpView, decls: dict, t: CostTarget) -> DmaPlan:
+    """The transfer of a DMA instruction: bytes, partitions, descriptors, latency, rate."""
+    acc = [x for x in (*inst.outs, *inst.ins) if isinstance(x, Access)]
+    ops = [_operand(x, decls) for x in acc]
+    tile_ops = [o for o in ops if o.kind == "tile"]
+    hbm = [x for x, o in zip(acc, ops, strict=True) if o.kind == "hbm"]
+    elems = max(o.elems for o in ops) if ops else 0
+    size = max([o.itemsize for o in ops] or [4])
+    parts = tile_ops[0].partitions if tile_ops else 0
+    per_part = elems // parts if parts else elems
+    transpose = inst.op in ("load_transpose2d", "dma_transpose")
+    runs = []
+    for x in hbm:
+        run = 1 if transpose else _contiguous_run(x, decls[x.tensor])
+        if parts:
+            run = min(run, per_part)
+        runs.append(max(1, run))
+    if not hbm:
+        runs = [max(1, per_part)]
+    desc = sum(max(1, elems // r) for r in runs)
+    nbytes = elems * size * (2 if inst.op == "atomic_rmw" else 1)
+    eff = 1.0
+    if transpose:
+        eff = t.dma_transpose_eff[0 if hbm else 1]
+    elif inst.op == "atomic_rmw" or inst.attr("dst_rmw_op") is not None:
+        eff = t.dma_rmw_eff
+    mode = str(inst.attr("dge_mode", "")).rsplit(".", 1)[-1]
+    fixed = t.hwdge_fixed_ns if mode in ("hwdge", "2") and t.hwdge_fixed_ns else t.dma_fixed_ns
+    return DmaPlan(int(nbytes), int(parts), int(desc), float(fixed), float(eff))
+
+
+# --------------------------------------------------------------------------------- pricing
+def price(inst: Inst, decls: dict, target=None) -> Price:
+    """Prices one IR instruction on ``target``.
+
+    Args:
+        inst: the instruction.
+        decls: the kernel's tensor declarations (``Kernel.decls()``).
+        target: target name, :class:`Target` or :class:`CostTarget` (default trn1).
+
+    Returns:
+        The :class:`Price`; its ``formula`` names the expression, its variables and the source.
+
+    Raises:
+        NkiError: ``wb_no_cost_entry`` when the opcode has no row in :data:`COSTS`.
+    """
+    t = cost_target(target)
+    entry = COSTS.get(inst.op)
+    if entry is None:
+        raise NkiError("wb_no_cost_entry",
+                       f"the cost model has no entry for opcode '{inst.op}'", inst.loc,
+                       "add a row to nki_workbench/_src/hw/cost.py COSTS (formula + source)")
+    v = OpView.of(inst, decls)
+    if entry.formula is None or v.engine == "dma":
+        plan = dma_plan(inst, v, decls, t)
+        eng = max(1, math.ceil(plan.partitions / t.partitions_per_dma_engine)) \
+            if plan.partitions else t.dma_engines
+        ns = plan.engine_ns(t, eng)
+        text = (f"(bytes + descriptors*OVERHEAD)/(engines*BW)/eff [bytes={plan.bytes}, "
+                f"descriptors={plan.descriptors}, OVERHEAD={t.dma_overhead_bytes}, "
+                f"engines={eng}, BW={t.dma_bytes_per_ns:g} B/ns, eff={plan.eff:g}] + fixed "
+                f"{plan.fixed_ns:g} ns <hw §4 [DMA-O][DMA-BW]; assume:dma_overhead_bytes>")
+        return Price("dma", 0.0, ns, text, 0.0, plan.bytes, plan)
+    if inst.op == "memset" and v.outs and v.outs[0].buffer == "psum" and \
+            v.ins and v.ins[0].kind == "scalar" and v.ins[0].value in (0, 0.0):
+        return Price("none", 0.0, 0.0, "0 (zero PSUM fill folded into the accumulation group) "
+                                       "<assume:psum_zero_fold>")
+    cyc, expr, env, src = entry.formula(v, t)
+    eng = v.engine if v.engine in t.clock_ghz else ("none" if v.engine == "none" else "sync")
+    if eng == "none":
+        return Price("none", 0.0, 0.0, f"{expr} <{src}>")
+    flops = _matmul_flops(v) if v.engine == "tensor" and inst.op in ("matmul", "nc_matmul") \
+        else float(max((o.elems for o in v.tiles("outs")), default=0))
+    return Price(eng, float(cyc), t.ns(eng, cyc), _fmt(expr, env, cyc, eng, t, src), flops,
+                 0, None, int(env.get("perf_mode", 1)))

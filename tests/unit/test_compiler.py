@@ -1,0 +1,393 @@
+"""nki.compiler: direct allocation (alloc / mod_alloc / auto_alloc), validation with codes and
+lines, kernel decorators (immutable re-wrapping), directives recorded in the IR."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import nki_workbench.nki.compiler as ncc
+import nki_workbench.nki.language as nl
+from nki_workbench import nki
+from nki_workbench._src.alloc import kernel_fields, occupancy
+from nki_workbench._src.errors import NkiError
+from nki_workbench._src.ir import Loop, parse, print_kernel
+
+HERE = "unit/test_compiler.py"
+
+
+def line_of(marker, func):
+    src, start = inspect.getsourcelines(func)
+    for k, text in enumerate(src):
+        if marker in text:
+            return f"{HERE}:{start + k}"
+    raise AssertionError(marker)
+
+
+def decl(kernel, name):
+    return kernel.decls()[name]
+
+
+def traced(k, *args):
+    return nki.jit(k, mode="simulation").trace(*args) if not hasattr(k, "trace") else \
+        k.trace(*args)
+
+
+# ----------------------------------------------------------------------------- markers
+def test_auto_markers_are_nl_buffers():
+    assert ncc.sbuf.auto_alloc() is nl.sbuf and ncc.sbuf.auto_alloc() == nl.sbuf
+    assert ncc.psum.auto_alloc() is nl.psum
+    assert isinstance(ncc.sbuf, ncc.SBUFAllocation) and isinstance(ncc.psum, ncc.PSUMAllocation)
+    assert ncc.sbuf.alloc(lambda i, p, f: (0, 0)).name == "sbuf"
+    assert ncc.psum.mod_alloc(base_bank=0).name == "psum"
+
+
+# ----------------------------------------------------------------------------- direct kernels
+def add_direct(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nt = a.shape[1] // 512
+    # double buffering with mod_alloc: blocks 0,1,2,3 -> physical tiles 0,1,0,1
+    a_t = nl.ndarray((nt, nl.par_dim(128), 512), dtype=a.dtype,
+                     buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    # the same with a custom function (NKI direct-allocation guide style)
+    b_t = nl.ndarray((nt, nl.par_dim(128), 512), dtype=a.dtype,
+                     buffer=ncc.sbuf.alloc(lambda idx, pdim, fdim: (0, 4096 + idx[0] % 2 * fdim)))
+    c_t = nl.ndarray((nt, nl.par_dim(128), 512), dtype=a.dtype,
+                     buffer=ncc.sbuf.mod_alloc(base_addr=8192, num_free_tiles=(2,)))
+    for i in nl.affine_range(nt):
+        a_t[i] = nl.load(a[:, i * 512:(i + 1) * 512])
+        b_t[i] = nl.load(b[:, i * 512:(i + 1) * 512])
+        c_t[i] = nl.add(a_t[i], b_t[i])
+        nl.store(out[:, i * 512:(i + 1) * 512], value=c_t[i])
+    return out
+
+
+def test_sbuf_alloc_lambda_and_mod_alloc_double_buffering():
+    rng = np.random.default_rng(0)
+    a = rng.random((128, 2048), dtype=np.float32)
+    b = rng.random((128, 2048), dtype=np.float32)
+    np.testing.assert_allclose(nki.simulate_kernel(add_direct, a, b), a + b, atol=1e-6)
+    k = traced(add_direct, a, b).kernel
+    assert decl(k, "a_t").alloc[:2] == ("mod_alloc", ((0, 0), (0, 2048), (0, 0), (0, 2048)))
+    assert decl(k, "b_t").alloc[:2] == ("alloc", ((0, 4096), (0, 6144), (0, 4096), (0, 6144)))
+    assert dict(decl(k, "c_t").alloc[2])["num_free_tiles"] == (2,)
+    assert parse(print_kernel(k)) == k
+    occ = occupancy(k).sbuf
+    assert occ.strategy == "direct"
+    # 3 tensors x 2 physical tiles x 2048 B: the 4 logical blocks share 2 tiles each
+    assert [(a.name, a.byte_addr) for a in occ.allocations] == [
+        ("a_t[0]", 0), ("a_t[1]", 2048), ("b_t[0]", 4096), ("b_t[1]", 6144), ("c_t[0]", 8192),
+        ("c_t[1]", 10240)]
+    assert occ.peak_bytes_per_partition == 6 * 2048
+    assert occ.allocations[0].blocks == ((0,), (2,))
+
+
+def mm_psum_direct(lhsT, rhs):
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    nn = N // 512
+    lt = nl.ndarray((K // 128, nl.par_dim(128), M), dtype=lhsT.dtype,
+                    buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    rt = nl.ndarray((K // 128, nl.par_dim(128), 512), dtype=rhs.dtype,
+                    buffer=ncc.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(2,)))
+    ps = nl.ndarray((nn, nl.par_dim(128), 512), dtype=nl.float32,
+                    buffer=ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(2,)))
+    res = nl.ndarray((nn, nl.par_dim(128), 512), dtype=nl.float32,
+                     buffer=ncc.sbuf.mod_alloc(base_addr=8192))
+    for n in nl.affine_range(nn):
+        ps[n, :, :] = 0.0
+        for k in nl.affine_range(K // 128):
+            lt[k] = nl.load(lhsT[k * 128:(k + 1) * 128, :])
+            rt[k] = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+            ps[n] += nl.matmul(lt[k], rt[k], transpose_x=True)
+        res[n] = nl.copy(ps[n])
+        nl.store(result[:, n * 512:(n + 1) * 512], value=res[n])
+    return result
+
+
+def test_psum_mod_alloc_banks_and_numerics():
+    rng = np.random.default_rng(1)
+    a = rng.random((256, 128), dtype=np.float32)
+    b = rng.random((256, 1536), dtype=np.float32)
+    np.testing.assert_allclose(nki.simulate_kernel(mm_psum_direct, a, b), a.T @ b, rtol=1e-4,
+                               atol=1e-3)
+    k = traced(mm_psum_direct, a, b).kernel
+    assert decl(k, "ps").alloc[1] == ((2, 0, 0), (3, 0, 0), (2, 0, 0))
+    psum = occupancy(k).psum
+    assert [(p.name, p.bank, p.offset) for p in psum.allocations] == [
+        ("ps[0]", 2, 4096), ("ps[1]", 3, 6144)]
+    assert psum.peak_bytes_per_partition == 4096
+
+
+def test_block_dims_of_many_dims_and_fdim_size():
+    seen = []
+
+    def where(idx, pdim, fdim):
+        seen.append((idx, pdim, fdim))
+        return (0, (idx[0] * 3 + idx[1]) * fdim)
+
+    def kern(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((2, 3, nl.par_dim(64), 4, 32), dtype=nl.bfloat16,
+                       buffer=ncc.sbuf.alloc(where))
+        t[0, 0] = nl.load(a)
+        nl.store(out, value=t[0, 0])
+        return out
+
+    a = np.ones((64, 4, 32), dtype=np.float32)
+    k = traced(kern, a).kernel
+    # fdim_size = 4 * 32 * 2 bytes; idx covers the two block dims row-major
+    assert seen[0] == ((0, 0), 64, 256) and seen[-1] == ((1, 2), 64, 256) and len(seen) == 6
+    assert decl(k, "t").alloc[1][5] == (0, 5 * 256)
+
+
+# ----------------------------------------------------------------------------- validation
+def _direct_kernel(buffer_factory, shape=(128, 512)):
+    def kern(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(shape, dtype=nl.float32, buffer=buffer_factory())  # the direct tensor
+        t[...] = nl.load(a)
+        nl.store(out, value=t)
+        return out
+    return kern
+
+
+BAD = [
+    # (factory, shape, code, words in the message)
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (32, 0)), (128, 512), "wb_alloc_start_partition",
+     ["start_partition 32", "128 partitions", "[0]"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (32, 0)), (64, 512), "wb_alloc_start_partition",
+     ["allowed: [0, 64]"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (16, 0)), (32, 512), "wb_alloc_start_partition",
+     ["[0, 32, 64, 96]"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (0, 180224)), (128, 512), "wb_alloc_byte_addr",
+     ["byte_addr 180224", "[0, 180224)"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (0, -4)), (128, 512), "wb_alloc_byte_addr", []),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (0, 179200)), (128, 512), "wb_alloc_out_of_capacity",
+     ["[179200, 181248)", "180224"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (0,)), (128, 512), "wb_alloc_bad_result",
+     ["(start_partition, byte_addr)"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: 1 // 0), (128, 512), "wb_alloc_bad_result",
+     ["ZeroDivisionError"]),
+    (lambda: ncc.sbuf.alloc(lambda i, p, f: (0.0, 0)), (128, 512), "wb_alloc_bad_result", []),
+    (lambda: ncc.psum.alloc(lambda i, p, f: (8, 0, 0)), (128, 512), "wb_alloc_psum_bank",
+     ["bank 8"]),
+    (lambda: ncc.psum.alloc(lambda i, p, f: (0, 0, 64)), (128, 256), "wb_alloc_psum_offset",
+     ["byte_addr 64"]),
+    (lambda: ncc.psum.alloc(lambda i, p, f: (0, 32, 0)), (32, 256), "wb_alloc_psum_offset",
+     ["start_partition 32"]),
+    # a PSUM tile larger than one bank (1024 fp32 = 4 KiB per partition)
+    (lambda: ncc.psum.alloc(lambda i, p, f: (0, 0, 0)), (128, 1024),
+     "err_size_of_dimension_exceed_arch_limit", ["4096 bytes", "one PSUM bank"]),
+]
+
+
+@pytest.mark.parametrize("factory,shape,code,words", BAD)
+def test_direct_allocation_errors_have_code_and_line(factory, shape, code, words):
+    kern = _direct_kernel(factory, shape)
+    a = np.zeros(shape, dtype=np.float32)
+    with pytest.raises(NkiError) as info:
+        traced(kern, a)
+    err = info.value
+    assert err.code == code, str(err)
+    assert err.loc == line_of("the direct tensor", kern)
+    for w in words:
+        assert w in str(err), (w, str(err))
+
+
+def test_valid_start_partitions_and_per_target_range():
+    for pdim, start in [(128, 0), (64, 64), (32, 96), (20, 32), (33, 64)]:
+        kern = _direct_kernel(lambda s=start: ncc.sbuf.alloc(lambda i, p, f: (s, 0)), (pdim, 512))
+        k = traced(kern, np.zeros((pdim, 512), np.float32)).kernel
+        assert decl(k, "t").alloc[1] == ((start, 0),)
+    # 200000 is past trn1's usable 180224 bytes but inside trn2's 212984
+    kern = _direct_kernel(lambda: ncc.sbuf.alloc(lambda i, p, f: (0, 200000)), (128, 512))
+    a = np.zeros((128, 512), np.float32)
+    assert nki.jit(kern, mode="simulation", platform_target="trn2").trace(a).kernel.target == "trn2"
+    with pytest.raises(NkiError, match="wb_alloc_byte_addr"):
+        traced(kern, a)
+
+
+def test_bad_mod_alloc_arguments():
+    cases = [
+        (lambda: ncc.sbuf.mod_alloc(base_addr=0, base_partition=32), "base_partition must be 0"),
+        (lambda: ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(0,)), "positive"),
+        (lambda: ncc.psum.mod_alloc(base_bank=0, base_addr=64), "base_addr must be 0"),
+        (lambda: ncc.psum.mod_alloc(base_bank=0, num_free_tiles=(2,)), "all ones"),
+        (lambda: ncc.sbuf.alloc(42), "callable"),
+    ]
+    for factory, words in cases:
+        kern = _direct_kernel(factory)
+        with pytest.raises(NkiError) as info:
+            traced(kern, np.zeros((128, 512), np.float32))
+        assert info.value.code == "wb_alloc_bad_argument" and words in str(info.value)
+        assert info.value.loc.startswith(HERE + ":")  # the line calling mod_alloc/alloc
+
+
+def test_direct_tensor_with_initial_value_is_refused():
+    def kern(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.zeros((128, 512), nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+        nl.store(out, value=t)
+        return out
+    with pytest.raises(NkiError) as info:
+        traced(kern, np.zeros((128, 512), np.float32))
+    assert info.value.code == "err_tensor_creation_on_scratchpad_with_init_value_not_supported"
+
+
+def mixed(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    t[...] = nl.load(a)
+    e = nl.exp(t)  # an auto-allocated instruction result
+    nl.store(out, value=e)
+    return out
+
+
+def mixed_psum(a):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    p1 = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.psum.alloc(lambda i, p, f: (1, 0, 0)))
+    p1[...] = nl.matmul(t, t, transpose_x=True)
+    p2 = nl.matmul(t, t, transpose_x=True)  # auto PSUM result
+    s = nl.add(p1, p2)
+    nl.store(out, value=s)
+    return out
+
+
+def test_no_mixing_rule_sbuf_and_psum():
+    a = np.ones((128, 512), np.float32)
+    with pytest.raises(NkiError) as info:
+        traced(mixed, a)
+    err = info.value
+    assert err.code == "wb_alloc_mixed_auto_and_direct"
+    assert err.loc == line_of("an auto-allocated instruction result", mixed)
+    assert "'e'" in str(err) and "'t'" in str(err) and "force_auto_alloc" in str(err)
+    with pytest.raises(NkiError) as info:
+        traced(mixed_psum, np.ones((128, 128), np.float32))
+    assert info.value.code == "wb_alloc_mixed_auto_and_direct" and "PSUM" in str(info.value)
+    assert info.value.loc == line_of("auto PSUM result", mixed_psum)
+
+
+def test_force_auto_alloc_ignores_direct_allocation():
+    a = np.random.default_rng(2).random((128, 512), dtype=np.float32)
+    k2 = ncc.force_auto_alloc(nki.jit(mixed, mode="simulation"))
+    np.testing.assert_allclose(k2(a), np.exp(a), rtol=1e-5)
+    k = k2.trace(a).kernel
+    assert decl(k, "t").alloc is None
+    assert k.attr("compile_opts") == (("force_auto_alloc", True),)
+    assert "compile_opts=(('force_auto_alloc', True),)" in print_kernel(k)
+
+
+# ----------------------------------------------------------------------------- decorators
+def simple(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(a))
+    return out
+
+
+def test_decorators_rewrap_immutably():
+    base = nki.jit(simple, mode="simulation")
+    k1 = ncc.skip_middle_end_transformations(base)
+    k2 = ncc.enable_stack_allocator(log_level=20)(k1)
+    assert kernel_fields(base) == {"compile_opts": (), "allocator": ()}
+    assert kernel_fields(k1)["compile_opts"] == (("skip_middle_end_transformations", True),)
+    assert kernel_fields(k2)["allocator"] == (("kind", "stack"), ("log_level", 20))
+    assert kernel_fields(k2)["compile_opts"] == kernel_fields(k1)["compile_opts"]
+    assert type(k2) is type(base) and k2.mode == "simulation" and k2.func is not base.func
+    assert k2.func.__code__ is simple.__code__ and not hasattr(simple, "_nki_kernel_fields")
+    a = np.ones((128, 64), np.float32)
+    kb, kk = base.trace(a).kernel, k2.trace(a).kernel
+    assert kb.attr("allocator") is None and kb.attr("compile_opts") is None
+    assert kk.attr("allocator") == (("kind", "stack"), ("log_level", 20))
+    assert parse(print_kernel(kk)) == kk
+    np.testing.assert_array_equal(k2(a), a)
+    # the grid and options survive re-wrapping
+    g = ncc.force_auto_alloc(nki.jit(simple, mode="simulation", platform_target="trn2")[2])
+    assert g.grid == (2,) and g.platform_target == "trn2"
+
+
+def test_decorator_forms_and_stacking_orders():
+    @ncc.enable_stack_allocator
+    @ncc.skip_middle_end_transformations
+    @nki.jit(mode="simulation")
+    def docs_order(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a))
+        return out
+
+    @nki.jit(mode="simulation")
+    @ncc.skip_middle_end_transformations()
+    @ncc.enable_stack_allocator(log_level=10)
+    def inner_order(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a))
+        return out
+
+    a = np.ones((128, 64), np.float32)
+    for k, level in [(docs_order, 50), (inner_order, 10)]:
+        ir = k.trace(a).kernel
+        assert dict(ir.attr("allocator")) == {"kind": "stack", "log_level": level}
+        assert dict(ir.attr("compile_opts")) == {"skip_middle_end_transformations": True}
+        np.testing.assert_array_equal(k(a), a)
+
+
+def test_stack_allocator_needs_skip_middle_end():
+    @ncc.enable_stack_allocator
+    @nki.jit(mode="simulation")
+    def lonely(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a))
+        return out
+
+    with pytest.raises(NkiError) as info:
+        lonely.trace(np.ones((128, 64), np.float32))
+    err = info.value
+    assert err.code == "wb_stack_allocator_requires_skip_middle_end"
+    assert err.loc == f"{HERE}:{inspect.getsourcelines(lonely.func)[1]}"  # its first decorator
+    assert "skip_middle_end_transformations" in str(err)
+
+
+# ----------------------------------------------------------------------------- directives
+def directive_kernel(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128, directives=ncc.multi_buffer(3)):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=t)
+    for j in nl.sequential_range(a.shape[0] // 128,
+                                 directives=[ncc.no_reorder(), ncc.multi_buffer(2)]):
+        with ncc.allocation_scope():
+            u = nl.load(a[j * 128:(j + 1) * 128, :])
+            nl.store(out[j * 128:(j + 1) * 128, :], value=u)
+    with ncc.no_reorder():
+        v = nl.load(a[0:128, :])
+        nl.store(out[0:128, :], value=v)
+    return out
+
+
+def test_directives_recorded_in_ir():
+    a = np.random.default_rng(3).random((256, 64), dtype=np.float32)
+    np.testing.assert_array_equal(nki.simulate_kernel(directive_kernel, a), a)
+    k = traced(directive_kernel, a).kernel
+    loops = [s for s in k.body if isinstance(s, Loop)]
+    assert dict(loops[0].attrs)["directives"] == ("multi_buffer", 3)
+    assert dict(loops[1].attrs)["directives"] == (("no_reorder",), ("multi_buffer", 2))
+    assert k.attr("directive_scopes") == ((("allocation_scope",), ("u",), ()),
+                                          (("no_reorder",), ("v",), ()))
+    assert parse(print_kernel(k)) == k
+    occ = {a.tensor: a for a in occupancy(k).sbuf.allocations}
+    assert (occ["t"].copies, occ["u"].copies, occ["v"].copies) == (3, 2, 1)
+    assert occ["t"].size_bytes == 3 * 64 * 4
+
+
+def test_directive_errors():
+    with pytest.raises(NkiError) as info:
+        ncc.multi_buffer(0)
+    assert info.value.code == "wb_bad_directive"
+    with pytest.raises(NkiError) as info:
+        with ncc.no_reorder():
+            pass
+    assert info.value.code == "err_nki_api_outside_of_nki_kernel"
+    assert ncc.multi_buffer(2) == ncc.multi_buffer(2) and repr(ncc.no_reorder()) == \
+        "ncc.no_reorder()"
