@@ -252,3 +252,60 @@ def test_indirect_out_of_bounds_raises_at_run_time():
     with pytest.raises(NkiError) as info:
         nki.simulate_kernel(k, np.zeros((16, 8), np.float32), np.array([0, 1, 99, 2], np.int32))
     assert info.value.code == "err_tensor_access_out_of_bound" and "99" in str(info.value)
+
+
+def test_list_and_dataclass_arguments_holding_tensors():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        w: object
+        scale: float
+
+    def k(xs, cfg):
+        out = nl.ndarray(xs[0].shape, nl.float32, buffer=nl.shared_hbm)
+        acc = nl.add(nl.load(xs[0]), nl.load(xs[1]))
+        nl.store(out, nl.multiply(nl.multiply(acc, nl.load(cfg.w)), cfg.scale))
+        return out
+
+    rng = np.random.default_rng(5)
+    x0, x1, w = (rng.random((128, 8), np.float32) for _ in range(3))
+    out = nki.simulate_kernel(k, [x0, x1], Cfg(w, 0.5))
+    np.testing.assert_allclose(out, (x0 + x1) * w * 0.5, rtol=1e-6)
+    ir = nki.trace_kernel(k, [x0, x1], Cfg(w, 0.5)).text
+    assert "param xs_0:" in ir and "param cfg_w:" in ir and "('cfg_scale', 0.5)" in ir
+
+
+def test_constants_specialise_the_trace():
+    traces = []
+    from nki_workbench._src.trace.kernel import TRACE_HOOKS
+    TRACE_HOOKS.append(traces.append)
+    try:
+        @nki.jit(mode="simulation")
+        def k(a, factor):
+            out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+            nl.store(out, nl.multiply(nl.load(a), factor))
+            return out
+
+        a = np.ones((128, 4), np.float32)
+        np.testing.assert_array_equal(k(a, 2.0), 2 * a)
+        np.testing.assert_array_equal(k(a + 1, 2.0), 2 * (a + 1))  # same spec: cached trace
+        np.testing.assert_array_equal(k(a, 3.0), 3 * a)            # new constant: re-trace
+    finally:
+        TRACE_HOOKS.remove(traces.append)
+    assert len(traces) == 2
+
+
+def test_trace_is_flat_in_trip_count():
+    def make(n):
+        def k(a):
+            out = nl.ndarray((128, 4 * n), a.dtype, buffer=nl.shared_hbm)
+            for i in nl.affine_range(n):
+                nl.store(out[:, nl.ds(4 * i, 4)], nl.exp(nl.load(a[:, nl.ds(4 * i, 4)])))
+            return out
+        return k
+
+    small = nki.trace_kernel(make(2), np.zeros((128, 8), np.float32)).text
+    big = nki.trace_kernel(make(4096), np.zeros((128, 4 * 4096), np.float32)).text
+    assert len(small.splitlines()) == len(big.splitlines())
+    assert "affine_range(0, 4096, 1)" in big
