@@ -2,11 +2,15 @@
 
 Every kernel traced anywhere in the suite is printed and parsed back: ``parse(print(ir)) == ir``
 — the IR printer/parser round trip, property-tested over every kernel the tests trace.
+Every kernel simulated anywhere in the suite is also re-simulated once from its backend_config
+alone (``simulate_backend_config``), which must give byte-identical outputs.
 """
 
 import pytest
 
+from nki_workbench._src.encode import config_round_trip_hook
 from nki_workbench._src.ir import parse, print_kernel
+from nki_workbench._src.runtime import SIM_HOOKS
 from nki_workbench._src.trace.kernel import TRACE_HOOKS
 
 ROUND_TRIPPED: list = []
@@ -25,3 +29,10 @@ def _ir_round_trip_every_trace():
     TRACE_HOOKS.append(_round_trip)
     yield
     TRACE_HOOKS.remove(_round_trip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _backend_config_round_trip_every_simulation():
+    SIM_HOOKS.append(config_round_trip_hook)
+    yield
+    SIM_HOOKS.remove(config_round_trip_hook)

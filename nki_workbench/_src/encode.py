@@ -40,7 +40,8 @@ __all__ = ["KERNEL_VERSION", "CONFIG_KEYS", "PLATFORM_TARGETS", "FALLBACK_WARNIN
            "DeclTensor", "DumpedConfig", "FrameworkKernel", "UnifiedKernel",
            "LegacyFrameworkKernel", "matmul_mac_count", "build_backend_config",
            "encode_backend_config", "decode_backend_config", "simulate_backend_config",
-           "resolve_platform_target", "hardware_target", "check_grid", "FRAMEWORK_CLASSES"]
+           "resolve_platform_target", "hardware_target", "check_grid", "FRAMEWORK_CLASSES",
+           "config_round_trip_hook"]
 
 KERNEL_VERSION = 1
 """Version of the backend_config layout; bumped whenever a key's meaning changes."""
@@ -679,3 +680,37 @@ class LegacyFrameworkKernel(UnifiedKernel):
                            "LegacyFrameworkKernel takes kernels that write output arguments",
                            hint="use the kernel through nki.jit, or UnifiedKernel")
         return out
+
+
+_ROUND_TRIPPED: set = set()
+
+
+def config_round_trip_hook(traced: Traced, inputs: dict, params, outputs: dict) -> None:
+    """Check that the backend_config alone reproduces a simulation (a ``runtime.SIM_HOOKS`` entry).
+
+    For each distinct kernel (first simulation only) the config is built, decoded, parsed and
+    simulated on copies of the same inputs; every output must be byte-identical. Warnings and
+    ``device_print`` output of the second run are suppressed. Raises ``AssertionError``.
+    """
+    import contextlib
+    import io
+    k = traced.kernel
+    if k in _ROUND_TRIPPED:
+        return
+    _ROUND_TRIPPED.add(k)
+    s = encode_backend_config(build_backend_config(traced, platform_target=k.target))
+    arrays = [np.array(inputs[d.name], copy=True) for d in k.params]
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        back = simulate_backend_config(s, *arrays, params=params)
+    if traced.returns == "none":
+        index = {d.name: i for i, d in enumerate(k.params)}
+        back = [arrays[index[n]] for n in k.outputs]
+    elif traced.returns == "single":
+        back = [back]
+    for name, got in zip(k.outputs, back, strict=True):
+        want = np.asarray(outputs[name])
+        want = D.cast(want, got.dtype) if want.dtype != got.dtype else want
+        if got.shape != want.shape or got.tobytes() != want.tobytes():
+            raise AssertionError(f"backend_config round trip of kernel '{k.name}' changed "
+                                 f"output '{name}'")

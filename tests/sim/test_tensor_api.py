@@ -129,3 +129,16 @@ def test_bf16_tile_view_round_trip():
 
     a = np.random.default_rng(4).random((128, 32)).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(nki.simulate_kernel(k, a), a)
+
+
+def test_store_to_a_single_element_with_integer_indices():
+    def k(a):
+        out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        for i in nl.affine_range(4):
+            for j in nl.affine_range(4):
+                nl.store(out[i, j], t[0:1, 0:1])
+        return out
+
+    a = np.full((1, 1), 7.0, np.float32)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), np.full((4, 4), 7.0))

@@ -10,11 +10,20 @@ import pytest
 import nki_workbench.nki.language as nl
 from nki_workbench import nki
 from nki_workbench._src import dispatch, encode, runtime
-from nki_workbench._src.dispatch import (GenericKernel, JAXKernel, PyTorchXLAKernel,
-                                         _native_mode_map, compute_mode)
+from nki_workbench._src.dispatch import (
+    GenericKernel,
+    JAXKernel,
+    PyTorchXLAKernel,
+    _native_mode_map,
+    compute_mode,
+)
 from nki_workbench._src.encode import FrameworkKernel
-from nki_workbench._src.runtime import (BaremetalKernel, BenchmarkKernel, NoNeuronDeviceWarning,
-                                        SimulateKernel)
+from nki_workbench._src.runtime import (
+    BaremetalKernel,
+    BenchmarkKernel,
+    NoNeuronDeviceWarning,
+    SimulateKernel,
+)
 from nki_workbench._src.trace.kernel import TRACE_HOOKS
 from nki_workbench.nki import NkiError
 

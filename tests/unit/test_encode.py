@@ -1,4 +1,4 @@
-"""The backend_config contract: keys, encoding, decode, aliases, cache, platform target, round trip."""
+"""The backend_config contract: keys, encoding, decode, aliases, cache, target, round trip."""
 
 import base64
 import json
@@ -14,8 +14,13 @@ import nki_workbench.nki.language as nl
 import nki_workbench.nki.typing as nt
 from nki_workbench import decode_backend_config, nki, simulate_backend_config
 from nki_workbench._src import encode as enc
-from nki_workbench._src.encode import (CONFIG_KEYS, KERNEL_VERSION, LegacyFrameworkKernel,
-                                       UnifiedKernel, matmul_mac_count)
+from nki_workbench._src.encode import (
+    CONFIG_KEYS,
+    KERNEL_VERSION,
+    LegacyFrameworkKernel,
+    UnifiedKernel,
+    matmul_mac_count,
+)
 from nki_workbench._src.ir import parse, print_kernel
 from nki_workbench._src.trace.kernel import TRACE_HOOKS
 from nki_workbench.nki import NkiError
@@ -364,7 +369,7 @@ def test_dump_config_cache_hits_without_retracing(trace_count):
     assert k.dump_config(_f32(32, 16), 2.0) is first
     assert k.dump_config(a, factor=2.0) is first
     assert len(trace_count) == 1
-    cache = getattr(k, "__neuron_kernel_interface_kernel_cache__")
+    cache = k.__neuron_kernel_interface_kernel_cache__
     assert len(cache) == 1 and list(cache.values())[0] is first
     k.dump_config(_f32(32, 8), 2.0)   # shape
     k.dump_config(a, 3.0)             # constant value

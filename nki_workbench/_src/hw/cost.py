@@ -3,7 +3,7 @@
 Every number cites its source in ``shared/reference/hardware.md`` (``hw §x`` below; the bracketed
 tags [A1], [ISA-old], ... are the upstream documents that file cites). Figures that no public
 source gives are *named assumptions*, listed once in :data:`ASSUMPTIONS` and referred to by name
-(``assume:NAME``) wherever they are used. Structural facts (partitions, PSUM banks, tile limits)
+(``assume:<name>``) wherever they are used. Structural facts (partitions, PSUM banks, tile limits)
 live in :mod:`.targets` and are not repeated here.
 
 The per-opcode table :data:`COSTS` maps an opcode name (IR opcode = ``nl`` function name or
@@ -538,7 +538,8 @@ def _memset(v: OpView, t: CostTarget):
     val = v.attrs.get("value")
     if val is None and v.ins and v.ins[0].kind == "scalar":
         val = v.ins[0].value
-    zero = val in (0, 0.0) and (v.attrs.get("dtype") in _16BIT)
+    dt = v.attrs.get("dtype") or (v.outs[0].dtype if v.outs else "")
+    zero = val in (0, 0.0) and dt in _16BIT
     body = n / 2 if zero else n
     return max(t.min_ii, body), "max(MIN_II, N/2) (zero, 16-bit)" if zero else "max(MIN_II, N)", \
         {"MIN_II": t.min_ii, "N": n}, "hw §3 memset [ISA-old]"
@@ -547,7 +548,9 @@ def _memset(v: OpView, t: CostTarget):
 def _matmul(v: OpView, t: CostTarget):
     ts = v.tiles("ins")
     stat, mov = ts[0], ts[1]
-    n_st, n_mv = stat.n, mov.n
+    rows = 2 if v.attrs.get("perf_mode") else 1  # double-row FP8: K = 2x128 in the time of 128
+    plain_x = v.op == "matmul" and not v.attrs.get("transpose_x")  # x is [M, K]
+    n_st, n_mv = (stat.partitions if plain_x else stat.n // rows), mov.n // rows
     fp32 = "float32" in (stat.dtype, mov.dtype)
     fac = t.mm_fp32_factor if fp32 else 1
     onezero = fp32 and (v.attrs.get("is_stationary_onezero") or v.attrs.get("is_moving_onezero"))
@@ -556,9 +559,8 @@ def _matmul(v: OpView, t: CostTarget):
     text = ("4*" if fp32 else "") + "max(min(64, N_stationary), N_moving)" + \
         (" / 2 (onezero, assume:onezero_2x)" if onezero else "")
     env = {"N_stationary": n_st, "N_moving": n_mv}
-    if v.op == "matmul" and not v.attrs.get("transpose_x"):
-        # nl.matmul without transpose_x: x [M,K] is transposed on TensorE first (hw §3)
-        p, f = stat.partitions, n_st
+    if plain_x:  # nl.matmul without transpose_x: x [M,K] is transposed on TensorE first (hw §3)
+        p, f = stat.partitions, stat.n
         tr = max(p, min(64, f)) * fac
         cyc += tr
         text += " + max(P, min(64, F)) (transpose of x)"
@@ -570,9 +572,11 @@ def _matmul_flops(v: OpView) -> float:
     ts = v.tiles("ins")
     if len(ts) < 2:
         return 0.0
-    k = ts[1].partitions
-    m = ts[0].n if v.op == "nc_matmul" or v.attrs.get("transpose_x") else ts[0].partitions
-    return 2.0 * k * m * ts[1].n * (2 if v.attrs.get("perf_mode") else 1)
+    rows = 2 if v.attrs.get("perf_mode") else 1  # hw §2.2: double-row mode, logical K = 256
+    k = ts[1].partitions * rows
+    m = ts[0].n // rows if v.op == "nc_matmul" or v.attrs.get("transpose_x") \
+        else ts[0].partitions
+    return 2.0 * k * m * (ts[1].n // rows)
 
 
 def _transpose(v: OpView, t: CostTarget):

@@ -151,7 +151,11 @@ class CompiledAccess:
             data[...] = np.broadcast_to(value, self.shape).reshape(data.shape)
             return
         if self.fast:
-            region = data[self._slices(env)]
+            key = self._slices(env)
+            if not self.slice_shape:  # why: an all-integer index selects one element, no view
+                data[key] = np.reshape(np.broadcast_to(value, self.shape), ())
+                return
+            region = data[key]
             v = np.broadcast_to(value, self.shape).reshape(self.sorted_shape)
             if self.inv_perm is not None:
                 v = v.transpose(self.inv_perm)

@@ -23,6 +23,8 @@ where public facts end.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import warnings
 
@@ -341,6 +343,18 @@ def _zeros(kernel: Kernel) -> dict:
             for p in kernel.params}
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """Pauses the cyclic garbage collector (why: 100k small records trigger it constantly)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _data_dependent(kernel: Kernel) -> bool:
     """Whether the instruction stream depends on tensor data (run-time indices)."""
     for st in walk_stmts(kernel.body):
@@ -413,6 +427,13 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
                          [(a.key(env, pid), a.region(env, dyn)) for a in s.writes]))
 
     grid = tuple(kernel.grid) or (1,)
+    with _no_gc():
+        _run_stream(kernel, inputs, simulate, grid, observe)
+    # why: programs with collectives run as threads; keep each program's own order
+    return [r for pid in sorted(per_pid) for r in per_pid[pid]]
+
+
+def _run_stream(kernel, inputs, simulate, grid, observe) -> None:
     if simulate:
         if inputs is None:
             inputs = _zeros(kernel)
@@ -424,8 +445,6 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     else:
         for pid in np.ndindex(*grid):
             _walk(kernel.body, _WalkState(tuple(int(x) for x in pid)), observe)
-    # why: programs with collectives run as threads; keep each program's own order
-    return [r for pid in sorted(per_pid) for r in per_pid[pid]]
 
 
 # ------------------------------------------------------------------------------ scheduler
@@ -606,8 +625,9 @@ def schedule(records: list, target=None, *, cores: int = 1, grid: tuple = (),
     statics = {id(r.s): r.s for r in records}.values()
     written = {a.name for st in statics for a in st.writes}
     sch.read_only = {a.name for st in statics for a in st.reads} - written
-    for rec in records:
-        sch.place(rec)
+    with _no_gc():
+        for rec in records:
+            sch.place(rec)
     return Timeline(sch.events, t, kernel_name=kernel_name, cores=sch.cores)
 
 
