@@ -9,6 +9,7 @@ from nki_workbench import compat
 
 compat.install()
 
+import neuronxcc.nki.isa as nisa  # noqa: E402
 import neuronxcc.nki.language as nl  # noqa: E402
 import numpy as np  # noqa: E402
 from neuronxcc import nki  # noqa: E402
@@ -433,4 +434,29 @@ def static_unrolled(a):
     for i in nl.static_range(a.shape[0] // 128):
         t = nl.load(a[i * 128:(i + 1) * 128, :])
         nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(t, float(i + 1)))
+    return out
+
+
+@nki.jit
+def mamba_isa(delta, u, A, B, C):
+    batch, channels, seq = delta.shape
+    out = nl.ndarray((batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
+    _, nstate = A.shape
+    P = nl.tile_size.pmax
+    for b in nl.affine_range(batch):
+        for ct in nl.affine_range(channels // P):
+            c0 = ct * P
+            acc = nl.zeros((nl.par_dim(P), seq), dtype=delta.dtype)
+            d = nl.load(delta[b, c0:c0 + P, 0:seq])
+            x = nl.load(u[b, c0:c0 + P, 0:seq])
+            for s in nl.affine_range(nstate):
+                a_s = nl.load(A[c0:c0 + P, s])
+                dA = nisa.activation(op=nl.exp, data=d, scale=a_s)
+                b_s = nl.load(B[b, s:s + 1, 0:seq])
+                dBu = nisa.tensor_tensor(nisa.tensor_tensor(d, x, op=nl.multiply),
+                                         b_s.broadcast_to((P, seq)), op=nl.multiply)
+                h = nisa.tensor_tensor_scan(dA, dBu, initial=0, op0=np.multiply, op1=np.add)
+                c_s = nl.load(C[b, s:s + 1, 0:seq])
+                acc[0:P, 0:seq] += nisa.tensor_tensor(h, c_s.broadcast_to((P, seq)), op=nl.multiply)
+            nl.store(out[b, c0:c0 + P, 0:seq], acc[0:P, 0:seq])
     return out

@@ -245,3 +245,20 @@ def test_device_print_goes_to_stdout():
     with redirect_stdout(buf):
         k(np.arange(4, dtype=np.float32).reshape(2, 2))
     assert "value of t:" in buf.getvalue() and "3." in buf.getvalue()
+
+
+def test_mamba_with_isa_instructions():
+    """activation(scale=per-partition vector), tensor_tensor, tensor_tensor_scan, block dims."""
+    b_, ch, seq, n = 2, 256, 64, 4
+    delta, u = rand(b_, ch, seq, lo=0, hi=0.1), rand(b_, ch, seq)
+    A, B, C = -rand(ch, n, lo=0.5, hi=1), rand(b_, n, seq), rand(b_, n, seq)
+    ref = np.zeros((b_, ch, seq), np.float32)
+    for b in range(b_):
+        for s in range(n):
+            dA = np.exp(delta[b] * A[:, s:s + 1])
+            dBu = delta[b] * u[b] * B[b, s]
+            h = np.zeros(ch, np.float32)
+            for t in range(seq):
+                h = dA[:, t] * h + dBu[:, t]
+                ref[b, :, t] += h * C[b, s, t]
+    np.testing.assert_allclose(K.mamba_isa(delta, u, A, B, C), ref, atol=1e-5, rtol=1e-4)
