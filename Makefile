@@ -9,9 +9,14 @@ PY      := $(VENV)/bin/python
 # Jupyter kernel started in notebooks/).  A separate stamp name forces one re-install then.
 STAMP   := $(VENV)/.installed$(if $(wildcard nki_workbench/__init__.py),,-noinit)
 
-.PHONY: install test lab bench lint clean
+.PHONY: install test lab bench lint clean notebooks labext
 
-install: $(STAMP)
+# The JupyterLab extension (extensions/nki_workbench_labext): its built assets are committed, so
+# installing it copies them into the venv and needs no node (see that folder's README.md).
+LABEXT       := extensions/nki_workbench_labext
+LABEXT_STAMP := $(VENV)/.installed-labext
+
+install: $(STAMP) $(LABEXT_STAMP)
 
 $(PY):
 	$(PYTHON3) -m venv $(VENV)
@@ -22,6 +27,17 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -e ".[all]"
 	rm -f $(VENV)/.installed $(VENV)/.installed-noinit
 	touch $(STAMP)
+
+$(LABEXT_STAMP): $(LABEXT)/pyproject.toml $(wildcard $(LABEXT)/nki_workbench_labext/labextension/static/*) | $(STAMP)
+	$(PY) -m pip install --force-reinstall --no-deps ./$(LABEXT)
+	touch $(LABEXT_STAMP)
+
+# Rebuild the extension's committed assets after editing its src/ or style/ (needs node + npm registry).
+labext: install
+	cd $(LABEXT) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" jlpm install && \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" jlpm build:prod && $(CURDIR)/$(PY) build_stamp.py --write
+	$(PY) -m pip install --force-reinstall --no-deps ./$(LABEXT)
+	touch $(LABEXT_STAMP)
 
 # Two xdist workers on two cores: one BLAS thread each (OpenBLAS busy-waits when threads
 # outnumber cores, which made small matmuls ~50x slower).

@@ -25,3 +25,7 @@ __version__ = "0.1.0"
 __all__ = ["nki", "compat", "ir", "NkiError", "NkiWarning", "UninitializedReadWarning",
            "LoopCarriedDependencyWarning", "SimParams", "inspect", "Inspection",
            "decode_backend_config", "simulate_backend_config", "__version__"]
+
+from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collectives)
+
+__all__.append("simulate_ranks")

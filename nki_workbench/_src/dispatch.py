@@ -19,7 +19,9 @@ Bridge slots: ``JAXKernel`` and ``PyTorchXLAKernel`` below are placeholders that
 missing bridge when used. A bridge module (:data:`BRIDGE_MODULES`, imported lazily the first
 time its mode is chosen) defines its ``FrameworkKernel`` subclass and calls
 ``register_mode("jax", TheJAXKernel)``, which replaces the slot in :data:`_native_mode_map`
-and appends the class to ``encode.FRAMEWORK_CLASSES``.
+and appends the class to ``encode.FRAMEWORK_CLASSES`` (``UnifiedKernel`` then asks the class's
+hooks about tensors, calling them on an instance made without ``__init__``: the three hooks must
+not depend on instance state). ``compute_mode`` returns whatever class the map holds.
 """
 
 from __future__ import annotations
@@ -273,14 +275,34 @@ def _unwrap(f):
     return f.func if isinstance(f, GenericKernel) else f
 
 
-def _numpy_decorator(cls):
-    def decorator(kernel=None, **kwargs):
-        if kernel is None:
-            return lambda f: cls(_unwrap(f), getattr(f, "grid", ()), **kwargs)
-        return cls(_unwrap(kernel), getattr(kernel, "grid", ()), **kwargs)
-    return decorator
+def _numpy_kernel(cls, kernel, kwargs):
+    if kernel is None:
+        return lambda f: cls(_unwrap(f), getattr(f, "grid", ()), **kwargs)
+    return cls(_unwrap(kernel), getattr(kernel, "grid", ()), **kwargs)
 
 
-baremetal = _numpy_decorator(BaremetalKernel)
-benchmark = _numpy_decorator(BenchmarkKernel)
-profile = _numpy_decorator(ProfileKernel)
+def baremetal(kernel=None, **kwargs):
+    """Compile and run on a Neuron device (simulated without one): ``nki.baremetal``.
+
+    Options: ``save_neff_name``, ``save_trace_name``, ``additional_compile_opt``,
+    ``artifacts_dir``, ``platform_target``. Equivalent to ``nki.jit(mode="baremetal")``.
+    """
+    return _numpy_kernel(BaremetalKernel, kernel, kwargs)
+
+
+def benchmark(kernel=None, **kwargs):
+    """Latency percentiles (``benchmark_result.nc_latency``): ``nki.benchmark``.
+
+    Options: ``warmup`` (10), ``iters`` (100), ``save_neff_name``, ``save_trace_name``,
+    ``additional_compile_opt``, ``platform_target``.
+    """
+    return _numpy_kernel(BenchmarkKernel, kernel, kwargs)
+
+
+def profile(func=None, **kwargs):
+    """Profile into ``working_directory`` (absolute, required): ``nki.profile``.
+
+    Options: ``save_neff_name`` (``file.neff``), ``save_trace_name`` (``profile.ntff``),
+    ``overwrite`` (False), ``profile_nth`` (1), ``additional_compile_opt``, ``platform_target``.
+    """
+    return _numpy_kernel(ProfileKernel, func, kwargs)

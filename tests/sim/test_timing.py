@@ -5,6 +5,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nki_workbench._src import lang as nl
 from nki_workbench._src.hw.cost import cost_target
@@ -30,9 +32,8 @@ def two_chains(a, b):
     out1 = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
     out2 = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
     x = nl.load(a)
-    y = nl.load(b)
     nl.store(out1, value=nl.exp(x))  # ScalarE
-    nl.store(out2, value=nl.negative(y))  # VectorE
+    nl.store(out2, value=nl.negative(x))  # VectorE
     return out1, out2
 
 
@@ -124,50 +125,53 @@ def test_dependencies_follow_exact_regions():
     assert neg.after == first.idx and neg.wait == "raw"
     assert neg.start_ns < ex.end_ns  # does not wait for the other half's producer
     st1 = ev(tl, "store", 1)
-    assert st1.after == ex.idx
+    assert st1.start_ns >= ex.end_ns + T1.dma_fixed_ns  # its data comes from exp
 
 
 def psum_groups(a, b):
-    out = nl.ndarray((9, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((9, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     x = nl.load(a)
     y = nl.load(b)
     for g in nl.affine_range(9):
-        ps = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        ps = nl.zeros((128, 64), nl.float32, buffer=nl.psum)
         ps += nl.matmul(x, y, transpose_x=True)
         nl.store(out[g], value=nl.copy(ps))
     return out
 
 
 def test_psum_banks_limit_accumulation_groups():
-    tl = timeline(ir(psum_groups, (128, 128), (128, 512), dtype=np.dtype("float16")))
+    tl = timeline(ir(psum_groups, (128, 128), (128, 64), dtype=np.dtype("float16")))
     mms = [e for e in tl.events if e.op == "matmul"]
     copies = [e for e in tl.events if e.op == "copy"]
-    assert len(mms) == 9
+    assert len(mms) == 9 and mms[0].duration_ns == pytest.approx(64 / 2.8)
     # 8 banks: the first 8 groups run back to back, the 9th reuses bank 0 once group 0's copy
-    # has drained it
+    # has drained it (plus the semaphore latency)
     assert all(m.wait in ("raw", "engine") for m in mms[:8])
+    for a, b in zip(mms[:7], mms[1:8], strict=True):
+        assert b.start_ns == pytest.approx(a.end_ns)
     assert mms[8].wait == "psum_bank" and mms[8].after == copies[0].idx
-    assert mms[8].start_ns == pytest.approx(copies[0].end_ns)
+    assert mms[8].start_ns == pytest.approx(copies[0].end_ns + 200 / 2.8)
 
 
 def vector_and_gpsimd(a):
-    out1 = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    out1 = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
     out2 = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-    x = nl.load(a)
-    r = nl.rand((128, 512), dtype=nl.float32)  # GpSimd, independent of x
-    nl.store(out1, value=nl.negative(x))
-    nl.store(out2, value=r)
+    r = nl.rand((128, 512), dtype=nl.float32)  # GpSimd
+    f = nl.full((128, 512), 3.0, dtype=nl.float32)  # VectorE memset, independent of r
+    nl.store(out1, value=r)
+    nl.store(out2, value=f)
     return out1, out2
 
 
 def test_port_conflict_vector_gpsimd_on_trn1_only():
-    k = ir(vector_and_gpsimd, (128, 512), dtype=np.dtype("float16"))
+    k = ir(vector_and_gpsimd, (128, 512))
     tl1 = timeline(k, target="trn1")
-    r, n = ev(tl1, "rand"), ev(tl1, "negative")
-    assert r.start_ns == 0.0 and n.start_ns >= r.end_ns  # shared SBUF port (hw §1.3)
+    r, m = ev(tl1, "rand"), ev(tl1, "memset")
+    assert r.start_ns == 0.0 and m.start_ns == pytest.approx(r.end_ns)  # shared SBUF port
+    assert m.wait == "port" and m.after == r.idx
     tl2 = timeline(k, target="trn2")
-    r2, n2 = ev(tl2, "rand"), ev(tl2, "negative")
-    assert n2.start_ns < r2.end_ns  # trn2 lifts the restriction (fp16 negative: no perf mode)
+    r2, m2 = ev(tl2, "rand"), ev(tl2, "memset")
+    assert r2.start_ns == m2.start_ns == 0.0  # trn2 lifts it (fp32 memset: no perf mode)
 
 
 def test_walk_and_simulation_give_the_same_stream():
@@ -193,7 +197,7 @@ def test_indirect_indices_are_read_from_the_simulated_data():
     ld = ev(tl, "load", 1)
     assert "a[3:41" in ld.operands  # exact bounds of the rows actually read
     assert ld.after == ev(tl, "load", 0).idx  # waits for the index tile (RAW)
-    assert timeline(k).events[1].operands.startswith("rows[0:4, 0:512] <- a[0:1")  # zeros
+    assert timeline(k).events[1].operands.startswith("rows[0:4, 0:512] <- a[0, 0:512]")  # zeros
 
 
 def spmd(a):
@@ -216,14 +220,14 @@ def test_spmd_programs_on_cores():
 
 
 def test_summary_roofline_perfetto_and_plot(tmp_path):
-    tl = timeline(ir(psum_groups, (128, 128), (128, 512), dtype=np.dtype("float16")))
+    tl = timeline(ir(psum_groups, (128, 128), (128, 64), dtype=np.dtype("float16")))
     s = tl.summary()
     assert s["estimate"] and s["instructions"] == len(tl.events)
     assert s["rows"]["Tensor"]["count"] == 9
-    assert s["rows"]["Tensor"]["busy_ns"] == pytest.approx(9 * 512 / 2.8)
+    assert s["rows"]["Tensor"]["busy_ns"] == pytest.approx(9 * 64 / 2.8)
     r = tl.roofline()
-    assert r["flops"] == 9 * 2 * 128 * 128 * 512
-    assert r["dma_bytes"] == 128 * 128 * 2 + 128 * 512 * 2 + 9 * 128 * 512 * 4
+    assert r["flops"] == 9 * 2 * 128 * 128 * 64
+    assert r["dma_bytes"] == 128 * 128 * 2 + 128 * 64 * 2 + 9 * 128 * 64 * 4
     assert r["ridge"] == pytest.approx(T1.peak_flops() / 272e9)
     assert 0 < r["mfu"] < 1 and r["bound"] in ("compute", "memory")
     assert "Tensor" in tl.report() and tl.tracks()[0] == "q0"
@@ -257,3 +261,13 @@ def test_summary_roofline_perfetto_and_plot(tmp_path):
 def test_trace_validator_rejects_malformed_traces(bad, msg):
     with pytest.raises(ValueError, match=msg):
         check_trace_events(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-20, 20), st.integers(1, 9), st.integers(1, 12),
+       st.integers(-20, 20), st.integers(1, 9), st.integers(1, 12))
+def test_region_overlap_matches_sets(a0, s0, n0, a1, s1, n1):
+    from nki_workbench._src.sim.timing import _ap_overlap, _overlap
+    want = bool(set(range(a0, a0 + s0 * n0, s0)) & set(range(a1, a1 + s1 * n1, s1)))
+    assert _ap_overlap(a0, s0, n0, a1, s1, n1) == want
+    assert _overlap(((0, 1, 4), (a0, s0, n0)), ((2, 1, 4), (a1, s1, n1))) == want

@@ -249,3 +249,13 @@ def test_numpy_kernel_options_are_checked():
         nki.jit(add, mode="simulation", save_neff_name="x.neff")(_f32(2, 2), _f32(2, 2))
     assert nki.baremetal(save_neff_name="k.neff")(add).options["save_neff_name"] == "k.neff"
     assert nki.baremetal(nki.jit(add)[2]).grid == (2,)
+
+
+def test_public_names():
+    import nki_workbench
+    assert nki.FrameworkKernel is FrameworkKernel
+    for name in ("jit", "baremetal", "benchmark", "profile", "simulate_kernel", "trace"):
+        assert callable(getattr(nki, name)) and name in nki.__all__
+    for name in ("inspect", "decode_backend_config", "simulate_backend_config"):
+        assert callable(getattr(nki_workbench, name)) and name in nki_workbench.__all__
+    assert isinstance(nki.profile(add, working_directory="/tmp"), runtime.ProfileKernel)

@@ -88,14 +88,14 @@ def _check_pairs(kind, srcs, dsts, attrs, groups, api):
                 raise _shape_error(api, i, s, d, "ranks differ")
         if kind == "all_gather":
             dim = attrs["dim"] = _dim(attrs["dim"], len(ss), api, "all_gather_dim")
-            same = all(a == b for k, (a, b) in enumerate(zip(ss, ds)) if k != dim)
+            same = all(a == b for k, (a, b) in enumerate(zip(ss, ds, strict=True)) if k != dim)
             if not same or ss[dim] == 0 or ds[dim] % ss[dim] or (n and ds[dim] != n * ss[dim]):
                 want = f"{n} x {ss[dim]}" if n else f"a multiple of {ss[dim]}"
                 raise _shape_error(api, i, s, d, f"dim {dim} of the destination must be {want} "
                                    "and the other dims equal")
         elif kind == "reduce_scatter":
             dim = attrs["dim"] = _dim(attrs["dim"], len(ss), api, "reduce_scatter_dim")
-            same = all(a == b for k, (a, b) in enumerate(zip(ss, ds)) if k != dim)
+            same = all(a == b for k, (a, b) in enumerate(zip(ss, ds, strict=True)) if k != dim)
             if not same or ds[dim] == 0 or ss[dim] % ds[dim] or (n and ss[dim] != n * ds[dim]):
                 want = f"{n} x {ds[dim]}" if n else f"a multiple of {ds[dim]}"
                 raise _shape_error(api, i, s, d, f"dim {dim} of the source must be {want} "
@@ -108,7 +108,8 @@ def _check_pairs(kind, srcs, dsts, attrs, groups, api):
             else:
                 f = ds[cd] // ss[cd] if ss[cd] else 0
                 ok = (f > 0 and ds[cd] == f * ss[cd] and ss[sd] == f * ds[sd]
-                      and all(a == b for k, (a, b) in enumerate(zip(ss, ds)) if k not in (sd, cd))
+                      and all(a == b for k, (a, b) in enumerate(zip(ss, ds, strict=True))
+                              if k not in (sd, cd))
                       and (n is None or f == n))
             if not ok:
                 raise _shape_error(api, i, s, d, f"the destination must be the source split "

@@ -23,6 +23,7 @@ Memory semantics that keep results honest:
 from __future__ import annotations
 
 import base64
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -274,6 +275,7 @@ class Program:
         out_shapes = [ca.shape for ca, _ in outs]
         res_dtype = inst.attr("dtype")
         acc_mode = inst.attr("acc")
+        attrs = dict(inst.attrs)  # why: built once per instruction, not per execution
         mask = inst.mask
         in_affine = tuple(v for v, _ in affine_vars)
         outer_sets = dict(affine_vars)
@@ -313,7 +315,7 @@ class Program:
                     out_ok = rowwise(taints, out_shapes[0])
                 else:
                     reader._uninit(st, inst, taints, loc)
-            ex = Ex(inst, vals, sel, st, out_shapes)
+            ex = Ex(inst, vals, sel, st, out_shapes, attrs)
             result = fn(ex)
             if not outs:
                 return
@@ -380,10 +382,10 @@ class Program:
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
                outer_sets, ok=None):
         res = np.asarray(res)
-        if res_dtype is not None and res.dtype != D.storage_dtype(D.from_name(res_dtype)):
+        if res_dtype is not None and res.dtype != _storage(res_dtype):
             res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
         if binds and sel is None and acc_mode is None:
-            if res.dtype != D.storage_dtype(D.from_name(decl.dtype)) or res_dtype is None:
+            if res.dtype != _storage(decl.dtype) or res_dtype is None:
                 res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
                     D.from_f32(res, decl.dtype)
             if res.shape != tuple(decl.shape):
@@ -588,8 +590,11 @@ class Program:
         st.observer = observer
         for axis, v in enumerate(pid):
             st.env[f"pid{axis}"] = int(v)
-        for f in self.body:
-            f(st)
+        # why: inf/NaN are legitimate values here (poison, fp32.min...), never numpy warnings;
+        # one context per program instead of one per instruction
+        with np.errstate(all="ignore"):
+            for f in self.body:
+                f(st)
 
 
 # lane-by-lane ops: a result element depends only on the same element of each input, so
@@ -647,6 +652,12 @@ def _and_all(taints, shape):
         except ValueError:
             out &= bool(np.all(t))
     return out
+
+
+@functools.cache
+def _storage(dtype_name: str):
+    """Numpy storage dtype of an NKI dtype name (cached: it is on every write)."""
+    return D.storage_dtype(D.from_name(dtype_name))
 
 
 def _fit(sel, grid):

@@ -26,14 +26,14 @@ class Ex:
 
     __slots__ = ("inst", "ins", "mask", "state", "out_shapes", "out_sel", "attrs")
 
-    def __init__(self, inst, ins, mask, state, out_shapes):
+    def __init__(self, inst, ins, mask, state, out_shapes, attrs=None):
         self.inst = inst
         self.ins = ins
         self.mask = mask
         self.state = state
         self.out_shapes = out_shapes
         self.out_sel = None
-        self.attrs = dict(inst.attrs)
+        self.attrs = dict(inst.attrs) if attrs is None else attrs
 
     @property
     def out_shape(self):
@@ -110,8 +110,7 @@ ALU = {}  # canonical ALU name -> float32 binary function (shared with nki.isa)
 
 def _unary_rule(fn):
     def run(ex: Ex):
-        with np.errstate(all="ignore"):
-            return _fresh(fn(f32(align(ex.ins[0], len(ex.out_shape)))), ex.out_shape, ex.ins)
+        return _fresh(fn(f32(align(ex.ins[0], len(ex.out_shape)))), ex.out_shape, ex.ins)
     return run
 
 
@@ -164,8 +163,7 @@ def binary(op, a, b):
     """Apply ALU op ``op`` to two values with the engines' numerics (fp32 or raw bits)."""
     if op in _BITVEC:
         return _BITVEC[op](_raw(a), _raw(b))
-    with np.errstate(all="ignore"):
-        return _ARITH[op](f32(a), f32(b))
+    return _ARITH[op](f32(a), f32(b))  # (the interpreter runs under np.errstate(all="ignore"))
 
 
 def _binary_rule(op):

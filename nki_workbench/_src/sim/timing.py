@@ -23,6 +23,7 @@ where public facts end.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import math
@@ -448,17 +449,60 @@ def _run_stream(kernel, inputs, simulate, grid, observe) -> None:
 
 
 # ------------------------------------------------------------------------------ scheduler
+class _Intervals:
+    """Busy intervals of a core's DMA engines (a bit mask of engines each), sorted by start.
+
+    DMA engines serve their 16 queues round-robin, so a transfer whose data is ready takes the
+    first gap long enough on all the engines it needs, even before a transfer issued earlier in
+    program order that is still waiting for its data (why: backfilling, unlike an engine's own
+    in-order instruction stream).
+    """
+
+    __slots__ = ("starts", "items", "longest")
+
+    def __init__(self):
+        self.starts: list = []
+        self.items: list = []  # (start, end, mask, event idx)
+        self.longest = 0.0
+
+    def find(self, t: float, dur: float, mask: int) -> tuple:
+        """Earliest ``start >= t`` free for ``dur`` on ``mask``'s engines, and its blocker.
+
+        The blocker is the event whose interval pushed the start last (-1: none).
+        """
+        starts, items, blocker = self.starts, self.items, -1
+        while True:
+            j = bisect.bisect_left(starts, t + dur) - 1
+            push = t
+            while j >= 0:
+                s0, e0, m0, i0 = items[j]
+                if s0 + self.longest <= t:
+                    break  # why: no earlier interval can reach t
+                if e0 > push and m0 & mask:
+                    push, blocker = e0, i0
+                j -= 1
+            if push == t:
+                return t, blocker
+            t = push
+
+    def add(self, start: float, end: float, mask: int, idx: int) -> None:
+        """Marks ``mask``'s engines busy over ``[start, end)``."""
+        k = bisect.bisect_right(self.starts, start)
+        self.starts.insert(k, start)
+        self.items.insert(k, (start, end, mask, idx))
+        if end - start > self.longest:
+            self.longest = end - start
+
+
 class _Core:
     """Per-core resource state: engines, DMA queues and engines, ports, PSUM banks."""
 
-    __slots__ = ("eng", "q", "dmae_t", "dmae_i", "rr", "ports", "bank_t", "bank_i",
-                 "bank_next")
+    __slots__ = ("eng", "q", "dma", "rr", "ports", "bank_t", "bank_i", "bank_next")
 
     def __init__(self, t: CostTarget):
         self.eng: dict = {}  # engine -> (free time, last event)
         self.q = [(0.0, -1)] * t.dma_queues
-        self.dmae_t = [0.0] * t.dma_engines
-        self.dmae_i = [-1] * t.dma_engines
+        self.dma = _Intervals()
         self.rr = 0
         self.ports: dict = {}
         self.bank_t = [0.0] * t.hw.psum_banks
@@ -534,8 +578,12 @@ class _Sched:
                 banks += got
                 if fresh:  # a new accumulation group waits for the banks' previous owner
                     for b in got:
-                        if cs.bank_t[b] > best:
-                            best, why, after = cs.bank_t[b], "psum_bank", cs.bank_i[b]
+                        i = cs.bank_i[b]
+                        if i < 0:
+                            continue
+                        d = cs.bank_t[b] + (0.0 if self.events[i].engine == eng else lat)
+                        if d > best:
+                            best, why, after = d, "psum_bank", i
         if eng == _DMA:
             ev = self._place_dma(rec, core, cs, best, why, after)
         else:
@@ -581,17 +629,17 @@ class _Sched:
             e1 = min(t.dma_engines, (p0 + plan.partitions - 1) // ppe + 1)
         else:
             e0, e1 = 0, t.dma_engines
-        busy = cs.dmae_t[e0:e1]
-        top = max(busy)
-        if top > start:
-            start, why, after = top, "dma_engine", cs.dmae_i[e0 + busy.index(top)]
-        end = start + plan.engine_ns(t, e1 - e0)
+        dur = plan.engine_ns(t, e1 - e0)
+        mask = (1 << e1) - (1 << e0)
+        slot, blocker = cs.dma.find(start, dur, mask)
+        if slot > start:
+            start, why, after = slot, "dma_engine", blocker
+        end = start + dur
         ev = Event(len(self.events), core, f"q{q}", start, end, why, after, rec)
         ev.issue_ns = ready
         self.events.append(ev)
         cs.q[q] = (end, ev.idx)
-        cs.dmae_t[e0:e1] = [end] * (e1 - e0)
-        cs.dmae_i[e0:e1] = [ev.idx] * (e1 - e0)
+        cs.dma.add(start, end, mask, ev.idx)
         return ev
 
     def _record(self, rec, end, idx, eng):

@@ -1,0 +1,20 @@
+"""Collectives: ``nki.nccl`` / ``nki.distributed`` tracing, multi-rank simulation, time model.
+
+* :mod:`.kinds` — the ``<kind>_cc`` / ``<kind>_cc_raw`` IR opcodes and replica-group rules.
+* :mod:`.trace` — validation and emission of one collective instruction (sets
+  ``has_collectives``).
+* :mod:`.semantics` — what each kind computes over a replica group (numpy).
+* :mod:`.world` — the lock-step rendezvous of the ranks, with bounded waits and clear errors.
+* :mod:`.sim` — the simulator's ``SPECIAL`` factories and :class:`RankParams`.
+* :mod:`.ranks` — :func:`simulate_ranks`.
+* :mod:`.timing` — the communication cost model and per-rank timelines (:func:`rank_timelines`).
+"""
+
+from __future__ import annotations
+
+from . import kinds, sim  # noqa: F401  (registers opcodes and simulator factories)
+from .ranks import simulate_ranks
+from .sim import RankParams
+from .timing import CC_ASSUMPTIONS, rank_timelines
+
+__all__ = ["simulate_ranks", "rank_timelines", "RankParams", "CC_ASSUMPTIONS"]

@@ -1,0 +1,134 @@
+"""``simulate_ranks``: run one kernel instance per rank, exchanging data at every collective."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from ..errors import NkiError
+from ..sim.interp import SimParams
+from .kinds import normalize_groups
+from .sim import RankParams
+from .world import Aborted, World
+
+__all__ = ["simulate_ranks", "prepare_ranks"]
+
+
+def _kernel_parts(kernel, grid, target):
+    from ...nki import _split  # why: lazy, the public package imports this module
+    func, kgrid, ktarget, cache = _split(kernel)
+    if grid is not None:
+        kgrid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    return func, tuple(kgrid), target or ktarget, cache
+
+
+def _args_kwargs(item, r):
+    if isinstance(item, dict):
+        return (), dict(item)
+    if isinstance(item, (tuple, list)):
+        return tuple(item), {}
+    if isinstance(item, np.ndarray):
+        return (item,), {}
+    raise TypeError(f"simulate_ranks: rank_args[{r}] must be a tuple of kernel arguments (or a "
+                    f"dict of keyword arguments), got {type(item).__name__}")
+
+
+def prepare_ranks(kernel, rank_args, *, replica_groups=None, grid=None, target=None):
+    """Trace the kernel for every rank.
+
+    Returns:
+        ``(func, grid, groups, per_rank)`` with ``per_rank[r] = (traced, args, kwargs)``.
+    """
+    from ..runtime import get_traced
+    func, grid, target, cache = _kernel_parts(kernel, grid, target)
+    if not isinstance(rank_args, (list, tuple)) or not rank_args:
+        raise TypeError("simulate_ranks: rank_args must be a non-empty list with one argument "
+                        "tuple per rank")
+    groups = normalize_groups(replica_groups, "simulate_ranks")
+    n = len(rank_args)
+    if groups is not None:
+        bad = sorted(r for g in groups for r in g if r >= n)
+        if bad:
+            raise NkiError("wb_collective_rank_out_of_range",
+                           f"simulate_ranks: replica_groups {[list(g) for g in groups]} name rank "
+                           f"{bad[0]}, but rank_args has {n} rank(s)",
+                           hint="give one argument tuple per rank")
+    cache = {} if cache is None else cache
+    per_rank = []
+    for r, item in enumerate(rank_args):
+        args, kwargs = _args_kwargs(item, r)
+        traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
+        per_rank.append((traced, args, kwargs))
+    return func, grid, groups, per_rank
+
+
+def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
+                   params: SimParams | None = None, target=None) -> list:
+    """Simulate a kernel with collectives on several ranks at once.
+
+    Every rank runs its own instance of the kernel (its own arguments, its own HBM) in its own
+    thread; at each ``nki.nccl`` / ``nki.distributed`` collective the ranks of a replica group
+    meet and exchange data (see :mod:`nki_workbench.nki.nccl` for the semantics). Waits are
+    bounded: a collective some rank never reaches, a ``send`` nobody receives, a rank outside
+    its replica group, or ranks passing different shapes raise :class:`NkiError` naming the
+    ranks and the kernel line.
+
+    Args:
+        kernel: an ``@nki.jit`` kernel or a kernel function.
+        rank_args: one entry per rank: a tuple of the kernel's arguments (or a dict of keyword
+            arguments). The number of entries is the number of ranks.
+        replica_groups: the launch topology's groups (used by ``nki.distributed`` and by
+            ``nki.nccl`` calls without ``replica_groups``), e.g. ``[[0, 1], [2, 3]]``; default:
+            all ranks in one group.
+        grid: SPMD launch grid of every rank (default: the kernel's). Program ``p`` of one rank
+            exchanges with program ``p`` of the others.
+        params: :class:`SimParams` (``collective_timeout`` bounds every wait).
+        target: hardware target (default: the kernel's).
+
+    Returns:
+        list: the outputs of each rank, in rank order, in the kernel's calling convention.
+
+    Example:
+        >>> outs = nki_workbench.simulate_ranks(tp_kernel, [(x, w[r]) for r in range(4)])
+    """
+    from ..runtime import _inputs, _program, package_outputs
+    func, grid, groups, per_rank = prepare_ranks(kernel, rank_args,
+                                                 replica_groups=replica_groups, grid=grid,
+                                                 target=target)
+    params = params or SimParams()
+    base = {f.name: getattr(params, f.name) for f in dataclasses.fields(SimParams)}
+    pids = list(np.ndindex(*(grid or (1,))))
+    world = World(len(per_rank), groups, pids, params.collective_timeout)
+    results: list = [None] * len(per_rank)
+    errors: dict = {}
+
+    def worker(r):
+        traced, args, kwargs = per_rank[r]
+        try:
+            arrays = _inputs(traced, func, args, kwargs)
+            k = traced.kernel
+            inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
+            outs = _program(traced).run(inputs, RankParams(**base, world=world, rank=r))
+            results[r] = package_outputs(k, outs, arrays)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            errors[r] = exc
+            world.fail(exc)
+        finally:
+            world.mark_done(r)
+
+    threads = [threading.Thread(target=worker, args=(r,), name=f"nki-rank-{r}", daemon=True)
+               for r in range(len(per_rank))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        first = world.failed
+        if first is None or isinstance(first, Aborted):
+            first = next((e for e in errors.values() if not isinstance(e, Aborted)),
+                         next(iter(errors.values())))
+        raise first
+    world.check_finished()
+    return results
