@@ -186,7 +186,18 @@ class Inspection:
         return "\n".join(self.summary_lines())
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return {"text/plain": repr(self)}
+        # why: the html and JSON views (and their imports) live in the notebook layer
+        from ..notebook.mime import mimebundle
+        return mimebundle(self, include, exclude)
+
+    def widget(self, **kwargs):
+        """The Inspector widget: an ipywidgets ``Tab`` over this Inspection.
+
+        Tabs: Summary | Config | IR | SBUF | PSUM | Timeline | HLO; keyword arguments go to
+        :class:`nki_workbench.notebook.inspector.Inspector`.
+        """
+        from ..notebook.inspector import Inspector
+        return Inspector(self, **kwargs)
 
 
 def _kernel_parts(kernel):
@@ -217,7 +228,7 @@ def _to_numpy(x):
 
 
 def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, params=None,
-            **kwargs) -> Inspection:
+            progress=None, **kwargs) -> Inspection:
     """Trace ``kernel`` for these arguments, build its backend_config and simulate it.
 
     Args:
@@ -227,6 +238,9 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
         platform_target: target (default: the kernel's, else the environment / fallback).
         simulate: run the simulator (needs concrete arrays; placeholders skip it).
         params: :class:`~nki_workbench.SimParams` for the simulation.
+        progress: ``progress(ir_kernel)`` returning a context manager whose value is the
+            simulator's observer (``observer(inst, state)`` per executed instruction), e.g.
+            ``nki_workbench.notebook.progress.SimulationProgress``.
         **kwargs: keyword arguments of the kernel.
 
     Returns:
@@ -249,7 +263,11 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
     k = traced.kernel
     arrays = [_to_numpy(v) for _, v in leaves]
     inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
-    outs = _program(traced).run(inputs, params)
+    if progress is None:
+        outs = _program(traced).run(inputs, params)
+    else:
+        with progress(k) as observer:
+            outs = _program(traced).run(inputs, params, observer=observer)
     for hook in SIM_HOOKS:
         hook(traced, inputs, params, outs)
     vals = [np.array(outs[n]) for n in k.outputs]

@@ -22,7 +22,8 @@ from .._src.trace.kernel import TensorSpec
 __all__ = ["ArgError", "parse_shapes", "parse_grid", "parse_params", "random_inputs",
            "bind_arguments", "kernel_function"]
 
-_SHAPE_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([0-9]+(?:\s*[x×]\s*[0-9]+)*)\s*(?::\s*(\w+))?\s*$")
+_SHAPE_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([0-9]+(?:\s*[x×]\s*[0-9]+)*)"
+                       r"\s*(?::\s*(\w+))?\s*$")
 
 
 class ArgError(ValueError):

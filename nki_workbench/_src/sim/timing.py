@@ -450,48 +450,53 @@ def _run_stream(kernel, inputs, simulate, grid, observe) -> None:
 
 # ------------------------------------------------------------------------------ scheduler
 class _Intervals:
-    """Busy intervals of a core's DMA engines (a bit mask of engines each), sorted by start.
+    """Busy time of a core's DMA engines: per engine, merged busy blocks sorted by start.
 
     DMA engines serve their 16 queues round-robin, so a transfer whose data is ready takes the
     first gap long enough on all the engines it needs, even before a transfer issued earlier in
     program order that is still waiting for its data (why: backfilling, unlike an engine's own
-    in-order instruction stream).
+    in-order instruction stream). Back-to-back transfers merge into one block, so a saturated
+    DMA stays a handful of blocks.
     """
 
-    __slots__ = ("starts", "items", "longest")
+    __slots__ = ("starts", "blocks")
 
-    def __init__(self):
-        self.starts: list = []
-        self.items: list = []  # (start, end, mask, event idx)
-        self.longest = 0.0
+    def __init__(self, engines: int):
+        self.starts = [[] for _ in range(engines)]
+        self.blocks = [[] for _ in range(engines)]  # [start, end, last event idx]
 
-    def find(self, t: float, dur: float, mask: int) -> tuple:
-        """Earliest ``start >= t`` free for ``dur`` on ``mask``'s engines, and its blocker.
+    def find(self, t: float, dur: float, e0: int, e1: int) -> tuple:
+        """Earliest ``start >= t`` free for ``dur`` on engines ``e0..e1-1``, and its blocker.
 
-        The blocker is the event whose interval pushed the start last (-1: none).
+        The blocker is the event ending the busy block that pushed the start last (-1: none).
         """
-        starts, items, blocker = self.starts, self.items, -1
-        while True:
-            j = bisect.bisect_left(starts, t + dur) - 1
-            push = t
-            while j >= 0:
-                s0, e0, m0, i0 = items[j]
-                if s0 + self.longest <= t:
-                    break  # why: no earlier interval can reach t
-                if e0 > push and m0 & mask:
-                    push, blocker = e0, i0
-                j -= 1
-            if push == t:
-                return t, blocker
-            t = push
+        blocker, moved = -1, True
+        while moved:
+            moved = False
+            for e in range(e0, e1):
+                bl = self.blocks[e]
+                j = bisect.bisect_right(self.starts[e], t) - 1
+                if j < 0 or bl[j][1] <= t:
+                    j += 1
+                while j < len(bl) and bl[j][0] < t + dur:
+                    t, blocker, moved = bl[j][1], bl[j][2], True
+                    j += 1
+        return t, blocker
 
-    def add(self, start: float, end: float, mask: int, idx: int) -> None:
-        """Marks ``mask``'s engines busy over ``[start, end)``."""
-        k = bisect.bisect_right(self.starts, start)
-        self.starts.insert(k, start)
-        self.items.insert(k, (start, end, mask, idx))
-        if end - start > self.longest:
-            self.longest = end - start
+    def add(self, start: float, end: float, e0: int, e1: int, idx: int) -> None:
+        """Marks engines ``e0..e1-1`` busy over ``[start, end)`` (a gap ``find`` returned)."""
+        for e in range(e0, e1):
+            st, bl = self.starts[e], self.blocks[e]
+            j = bisect.bisect_right(st, start) - 1
+            if j >= 0 and bl[j][1] == start:
+                bl[j][1], bl[j][2] = end, idx
+            else:
+                j += 1
+                st.insert(j, start)
+                bl.insert(j, [start, end, idx])
+            if j + 1 < len(bl) and bl[j + 1][0] == end:
+                bl[j][1], bl[j][2] = bl[j + 1][1], bl[j + 1][2]
+                del bl[j + 1], st[j + 1]
 
 
 class _Core:
@@ -502,7 +507,7 @@ class _Core:
     def __init__(self, t: CostTarget):
         self.eng: dict = {}  # engine -> (free time, last event)
         self.q = [(0.0, -1)] * t.dma_queues
-        self.dma = _Intervals()
+        self.dma = _Intervals(t.dma_engines)
         self.rr = 0
         self.ports: dict = {}
         self.bank_t = [0.0] * t.hw.psum_banks
@@ -630,8 +635,7 @@ class _Sched:
         else:
             e0, e1 = 0, t.dma_engines
         dur = plan.engine_ns(t, e1 - e0)
-        mask = (1 << e1) - (1 << e0)
-        slot, blocker = cs.dma.find(start, dur, mask)
+        slot, blocker = cs.dma.find(start, dur, e0, e1)
         if slot > start:
             start, why, after = slot, "dma_engine", blocker
         end = start + dur
@@ -639,7 +643,7 @@ class _Sched:
         ev.issue_ns = ready
         self.events.append(ev)
         cs.q[q] = (end, ev.idx)
-        cs.dma.add(start, end, mask, ev.idx)
+        cs.dma.add(start, end, e0, e1, ev.idx)
         return ev
 
     def _record(self, rec, end, idx, eng):

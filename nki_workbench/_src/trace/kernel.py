@@ -230,7 +230,8 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
     bound, leaves = flatten_args(func, args, kwargs, hook)
     constants = _constants(bound, hook)
     key = spec_key(func, leaves, constants, grid, target, mapper)
-    ctx = C.TraceContext(func.__name__, target, grid, getattr(func, "__code__", None))
+    name = _kernel_name(func)
+    ctx = C.TraceContext(name, target, grid, getattr(func, "__code__", None))
     from .. import alloc as A  # lazy: the memory model imports the tracer
     A.begin_trace(func, ctx)  # kernel decorator fields (ncc.force_auto_alloc...) -> ctx.attrs
     annotations = getattr(func, "__annotations__", {})
@@ -267,7 +268,7 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
         kattrs["constants"] = tuple((p, _const_repr(v)) for p, v in constants)
     kattrs["returns"] = returns
     kattrs.update(A.kernel_attrs(ctx))  # compile_opts / allocator / directive_scopes, when set
-    kernel = Kernel(func.__name__, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
+    kernel = Kernel(name, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
                     grid, target, tuple(sorted(kattrs.items())))
     A.allocate_pending_tensors(kernel, _def_loc(func))  # allocation rules and SBUF/PSUM fit
     traced = Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
@@ -279,6 +280,16 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
 def _def_loc(func):
     code = getattr(func, "__code__", None)
     return f"{_short(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
+
+
+def _kernel_name(func) -> str:
+    """The kernel's IR name: the function name as an identifier (``<lambda>`` -> ``lambda_``)."""
+    import keyword
+    import re
+    name = re.sub(r"\W", "_", getattr(func, "__name__", "kernel")).strip("_") or "kernel"
+    if name[0].isdigit() or keyword.iskeyword(name) or name == "lambda":
+        name += "_"
+    return name
 
 
 def _positional(bound):

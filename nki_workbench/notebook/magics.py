@@ -1,0 +1,279 @@
+"""``%%nki``: write a kernel in a cell, get it traced, simulated, checked and inspected.
+
+Load with ``%load_ext nki_workbench`` (this also aliases ``neuronxcc.nki`` to the workbench when
+the real compiler is absent). Then::
+
+    %%nki --args a,b --check "a + b"
+    @nki.jit
+    def add(a, b):
+        ...
+
+runs the cell, takes the kernel (``--kernel NAME``, default the last function the cell
+defines), binds its arguments (``--args`` from the notebook namespace, ``--shapes`` as
+placeholders), calls :func:`nki_workbench.inspect`, optionally compares the outputs with a numpy
+expression, stores the :class:`~nki_workbench.Inspection` (``--out``, default ``_nki``) and shows
+the Inspector widget. ``%%nki?`` lists every option. Kernel errors are shown as the NKI error
+code, the message, the cell line and a hint — not as a long internal traceback.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import linecache
+import traceback
+
+from IPython.core import magic_arguments as MA
+from IPython.core.magic import Magics, cell_magic, magics_class
+
+from .._src.errors import NkiError
+from . import _args
+
+__all__ = ["NkiMagics", "NkiCellError", "MODES", "split_args"]
+
+MODES = ("simulation", "jax", "torchxla", "benchmark")
+TARGETS = ("trn1", "trn2", "trn3")
+_FIRST_TAB = {"simulation": None, "jax": "HLO", "torchxla": "HLO", "benchmark": "Timeline"}
+_CELL_PREFIX = "<nki-cell-"
+
+
+class NkiCellError(NkiError):
+    """A ``%%nki`` cell failed: shown as code, message, cell line and hint (no traceback)."""
+
+    def __init__(self, code, message, loc=None, hint=None, cell_line=None, source=None):
+        self.cell_line = cell_line
+        self.source = source
+        super().__init__(code, message, loc, hint)
+
+    def _format(self) -> str:
+        text = super()._format()
+        if self.cell_line is not None:
+            text += f"\n  cell line {self.cell_line}: {self.source}"
+        return text
+
+    def _render_traceback_(self) -> list:
+        # why: IPython prints these lines instead of the traceback (ipyparallel's protocol)
+        head = f"NkiError [{self.code}]" if self.code else "NkiError"
+        return [f"{head}: {self._format()}"]
+
+
+def _view_list(text: str) -> list:
+    from .inspector import VIEWS
+    views = [v.strip().lower() for v in text.split(",") if v.strip()]
+    bad = sorted(set(views) - set(VIEWS))
+    if bad:
+        raise _ArgumentTypeError(f"unknown views {bad}; choose from {', '.join(VIEWS)}")
+    return views
+
+
+def _grid(text: str) -> tuple:
+    try:
+        return _args.parse_grid(text)
+    except _args.ArgError as exc:
+        raise _ArgumentTypeError(str(exc)) from None
+
+
+def _shapes(text: str) -> dict:
+    try:
+        return _args.parse_shapes(text)
+    except _args.ArgError as exc:
+        raise _ArgumentTypeError(str(exc)) from None
+
+
+def _ArgumentTypeError(msg):  # noqa: N802 - argparse keeps this message for the UsageError
+    import argparse
+    return argparse.ArgumentTypeError(msg)
+
+
+def split_args(text: str) -> list:
+    """Split ``"a, b[0, 1], k=f(x, y)"`` at top-level commas."""
+    parts, depth, cur, quote = [], 0, [], None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur).strip())
+    return [p for p in parts if p]
+
+
+def _cell_filename(cell: str) -> str:
+    # why: a content hash is stable across runs, so IR locations (and stored outputs) are too
+    return f"{_CELL_PREFIX}{hashlib.sha1(cell.encode()).hexdigest()[:8]}>"
+
+
+def _last_function(code: str) -> str | None:
+    names = [n.name for n in ast.parse(code).body
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return names[-1] if names else None
+
+
+def _cell_error(exc: BaseException, filename: str, lines: list) -> NkiCellError:
+    """Turn any failure into a short NkiCellError naming the cell line."""
+    line = None
+    if isinstance(exc, NkiError) and exc.loc and exc.loc.startswith(filename):
+        line = int(exc.loc.rsplit(":", 1)[1])
+    if line is None:
+        for fr in traceback.extract_tb(exc.__traceback__):
+            if fr.filename == filename:
+                line = fr.lineno
+    if line is None and isinstance(exc, SyntaxError) and exc.filename == filename:
+        line = exc.lineno
+    source = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+    if isinstance(exc, NkiError):
+        return NkiCellError(exc.code, exc.msg, None if line else exc.loc, exc.hint, line,
+                            source)
+    return NkiCellError(None, f"{type(exc).__name__}: {exc}", None, None, line, source)
+
+
+@magics_class
+class NkiMagics(Magics):
+    """The ``%%nki`` cell magic."""
+
+    @MA.magic_arguments()
+    @MA.argument("--kernel", "-k", default=None,
+                 help="name of the kernel (default: the last function the cell defines)")
+    @MA.argument("--args", "-a", default=None,
+                 help="kernel arguments from the notebook namespace, comma-separated "
+                      "expressions; NAME=EXPR binds a parameter by name (e.g. a,b,TILE=256)")
+    @MA.argument("--shapes", "-s", type=_shapes, default=None,
+                 help='placeholder tensors, e.g. "a=128x512:bf16,b=512x512" (no data: traced, '
+                      "allocated and timed, not simulated)")
+    @MA.argument("--grid", "-g", type=_grid, default=None, help="SPMD launch grid, e.g. 2,2")
+    @MA.argument("--target", "-t", choices=TARGETS, default=None,
+                 help="platform target (default: the kernel's, else the environment, else "
+                      "trn1 with a warning)")
+    @MA.argument("--mode", "-m", choices=MODES, default="simulation",
+                 help="simulation: trace and simulate; jax/torchxla: also open the custom-call "
+                      "(HLO) tab for that framework; benchmark: trace and time only, open the "
+                      "timeline")
+    @MA.argument("--show", type=_view_list, default=None,
+                 help="Inspector tabs to show (besides Summary): config,ir,sbuf,psum,"
+                      "timeline,hlo (default all)")
+    @MA.argument("--check", "-c", default=None,
+                 help='numpy expression of the expected output, e.g. "np.exp(a)" (kernel '
+                      "parameters are visible by name); shows the max error")
+    @MA.argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")
+    @MA.argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    @MA.argument("--out", "-o", default="_nki",
+                 help="variable that receives the Inspection (default _nki)")
+    @MA.argument("--static", action="store_true",
+                 help="show the Inspection's static view (text/HTML) instead of the widget")
+    @MA.argument("--quiet", "-q", action="store_true", help="store the Inspection, show nothing")
+    @cell_magic
+    def nki(self, line: str, cell: str):
+        """Trace, simulate and inspect the NKI kernel defined in this cell.
+
+        The cell is run in the notebook namespace; its kernel is inspected with
+        ``nki_workbench.inspect`` and shown as the Inspector widget (Summary | Config | IR |
+        SBUF | PSUM | Timeline | HLO). The Inspection is stored in ``--out`` (default ``_nki``).
+        Errors in the kernel show the NKI error code, the message and the cell line.
+        """
+        opts = MA.parse_argstring(self.nki, line)
+        return self._run(opts, cell)
+
+    # ---------------------------------------------------------------------------- steps
+    def _run(self, opts, cell: str):
+        from IPython.core.error import UsageError
+
+        from .._src.inspection import inspect
+        from .progress import SimulationProgress
+        ns = self.shell.user_ns
+        code = self.shell.transform_cell(cell)
+        filename = _cell_filename(cell)
+        lines = code.splitlines()
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            exec(compile(code, filename, "exec"), ns)  # noqa: S102 - the user's own cell
+        except Exception as exc:
+            raise _cell_error(exc, filename, lines) from exc
+        name = opts.kernel or _last_function(code)
+        if name is None:
+            raise UsageError("the cell defines no function: define the kernel in the cell or "
+                             "name it with --kernel NAME")
+        if name not in ns:
+            raise UsageError(f"no kernel named '{name}' in the notebook namespace")
+        kernel = ns[name]
+        positional, named = self._arguments(opts, name)
+        try:
+            args, kwargs = _args.bind_arguments(kernel, positional, named)
+        except _args.ArgError as exc:
+            raise UsageError(str(exc)) from None
+        simulate = opts.mode != "benchmark"
+        try:
+            insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target,
+                           simulate=simulate, progress=SimulationProgress, **kwargs)
+            if opts.check is not None:
+                from .check import run_check
+                run_check(insp, opts.check, {**ns, **self._by_parameter(kernel, args, kwargs)},
+                          opts.atol, opts.rtol)
+        except Exception as exc:
+            raise _cell_error(exc, filename, lines) from exc
+        ns[opts.out] = insp
+        if opts.quiet:
+            return None
+        if opts.static:
+            return insp
+        return insp.widget(show=opts.show, selected=self._first_tab(opts),
+                           framework=opts.mode if opts.mode in ("jax", "torchxla") else "jax")
+
+    def _arguments(self, opts, kernel_name: str) -> tuple:
+        from IPython.core.error import UsageError
+        positional, named = [], {}
+        for item in split_args(opts.args or ""):
+            key, eq, expr = item.partition("=")
+            is_kw = eq and key.strip().isidentifier() and not expr.startswith("=")
+            source = expr if is_kw else item
+            try:
+                value = eval(source, self.shell.user_ns)  # noqa: S307 - notebook expressions
+            except Exception as exc:
+                raise UsageError(f"--args: cannot evaluate {source.strip()!r} for kernel "
+                                 f"'{kernel_name}': {type(exc).__name__}: {exc}") from None
+            if is_kw:
+                named[key.strip()] = value
+            elif named:
+                raise UsageError(f"--args: positional {item!r} after a NAME=EXPR argument")
+            else:
+                positional.append(value)
+        for key, spec in (opts.shapes or {}).items():
+            if key in named:
+                raise UsageError(f"'{key}' is given by both --args and --shapes")
+            named[key] = spec
+        return positional, named
+
+    @staticmethod
+    def _by_parameter(kernel, args, kwargs) -> dict:
+        import inspect as pyinspect
+        sig = pyinspect.signature(_args.kernel_function(kernel))
+        return dict(sig.bind_partial(*args, **kwargs).arguments)
+
+    @staticmethod
+    def _first_tab(opts) -> str | None:
+        tab = _FIRST_TAB[opts.mode]
+        if tab is None or (opts.show is not None and tab.lower() not in opts.show):
+            return None
+        return tab
+
+
+def load(ipython) -> None:
+    """Register the magics and the ``neuronxcc.nki`` alias (``%load_ext nki_workbench``)."""
+    from .. import compat
+    try:
+        compat.install()
+    except RuntimeError:  # why: a real neuronxcc is installed; the magic still works without it
+        pass
+    ipython.register_magics(NkiMagics)
+
+
+def unload(ipython) -> None:
+    """Remove the ``%%nki`` magic (``%unload_ext nki_workbench``)."""
+    ipython.magics_manager.magics["cell"].pop("nki", None)
