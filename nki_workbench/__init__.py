@@ -29,3 +29,27 @@ __all__ = ["nki", "compat", "ir", "NkiError", "NkiWarning", "UninitializedReadWa
 from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collectives)
 
 __all__.append("simulate_ranks")
+
+
+# --- notebook layer (lazy: ipywidgets/matplotlib load on first use) --------------------------
+__all__ += ["load_ipython_extension", "unload_ipython_extension", "compare", "explore"]
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext nki_workbench``: the ``%%nki`` magic and the ``neuronxcc.nki`` alias."""
+    from .notebook.magics import load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    """``%unload_ext nki_workbench``: remove the ``%%nki`` magic."""
+    from .notebook.magics import unload
+    unload(ipython)
+
+
+def __getattr__(name):
+    # why: compare/explore pull in matplotlib and ipywidgets; import them on first use
+    if name in ("compare", "explore"):
+        from . import notebook
+        return getattr(notebook, name)
+    raise AttributeError(f"module 'nki_workbench' has no attribute '{name}'")

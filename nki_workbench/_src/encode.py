@@ -110,9 +110,9 @@ def _validate_platform(name, source: str) -> str:
 
 def user_stacklevel() -> int:
     """``stacklevel`` for ``warnings.warn`` that points at the first frame outside the package."""
-    from .errors import _PKG_DIR
+    from .errors import is_internal
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PKG_DIR):
+    while frame is not None and is_internal(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
 

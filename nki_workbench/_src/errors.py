@@ -15,6 +15,14 @@ __all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDep
            "user_location", "user_frame", "warn"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# why: the bundled example kernels live in the package but are user code to the tracer
+_EXAMPLES_DIR = os.path.join(_PKG_DIR, "examples") + os.sep
+
+
+def is_internal(fname: str) -> bool:
+    """Whether a code file belongs to the workbench itself (not to a kernel's author)."""
+    path = os.path.abspath(fname)
+    return path.startswith(_PKG_DIR) and not path.startswith(_EXAMPLES_DIR)
 
 
 class NkiError(Exception):
@@ -69,7 +77,7 @@ def user_location(skip_pkg: bool = True) -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
-        inside = skip_pkg and os.path.abspath(fname).startswith(_PKG_DIR)
+        inside = skip_pkg and is_internal(fname)
         if not inside and "<frozen" not in fname:
             return f"{_short(fname)}:{frame.f_lineno}"
         frame = frame.f_back
@@ -79,7 +87,7 @@ def user_location(skip_pkg: bool = True) -> str | None:
 def user_frame():
     """The innermost stack frame outside this package (the kernel code being traced)."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PKG_DIR):
+    while frame is not None and is_internal(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
 

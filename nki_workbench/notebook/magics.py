@@ -53,12 +53,20 @@ class NkiCellError(NkiError):
 
     def _render_traceback_(self) -> list:
         # why: IPython prints these lines instead of the traceback (ipyparallel's protocol)
-        head = f"NkiError [{self.code}]" if self.code else "NkiError"
-        return [f"{head}: {self._format()}"]
+        return [f"NkiError: {self._format()}"]
+
+
+def _unquote(text: str) -> str:
+    # why: IPython splits magic lines non-POSIX style, so "a + b" arrives with its quotes
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
 
 
 def _view_list(text: str) -> list:
     from .inspector import VIEWS
+    text = _unquote(text)
     views = [v.strip().lower() for v in text.split(",") if v.strip()]
     bad = sorted(set(views) - set(VIEWS))
     if bad:
@@ -68,14 +76,14 @@ def _view_list(text: str) -> list:
 
 def _grid(text: str) -> tuple:
     try:
-        return _args.parse_grid(text)
+        return _args.parse_grid(_unquote(text))
     except _args.ArgError as exc:
         raise _ArgumentTypeError(str(exc)) from None
 
 
 def _shapes(text: str) -> dict:
     try:
-        return _args.parse_shapes(text)
+        return _args.parse_shapes(_unquote(text))
     except _args.ArgError as exc:
         raise _ArgumentTypeError(str(exc)) from None
 
@@ -142,7 +150,7 @@ class NkiMagics(Magics):
     @MA.magic_arguments()
     @MA.argument("--kernel", "-k", default=None,
                  help="name of the kernel (default: the last function the cell defines)")
-    @MA.argument("--args", "-a", default=None,
+    @MA.argument("--args", "-a", type=_unquote, default=None,
                  help="kernel arguments from the notebook namespace, comma-separated "
                       "expressions; NAME=EXPR binds a parameter by name (e.g. a,b,TILE=256)")
     @MA.argument("--shapes", "-s", type=_shapes, default=None,
@@ -159,7 +167,7 @@ class NkiMagics(Magics):
     @MA.argument("--show", type=_view_list, default=None,
                  help="Inspector tabs to show (besides Summary): config,ir,sbuf,psum,"
                       "timeline,hlo (default all)")
-    @MA.argument("--check", "-c", default=None,
+    @MA.argument("--check", "-c", type=_unquote, default=None,
                  help='numpy expression of the expected output, e.g. "np.exp(a)" (kernel '
                       "parameters are visible by name); shows the max error")
     @MA.argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")

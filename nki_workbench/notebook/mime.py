@@ -20,13 +20,15 @@ import html
 import json
 import re
 
+from . import plots
+
 __all__ = ["MIME_TYPE", "SCHEMA_VERSION", "MAX_EVENTS", "mimebundle", "summary_text",
            "summary_lines", "inspection_html", "inspection_json", "config_html", "config_text",
            "ir_html", "timeline_of", "memory_of", "latency_line", "esc"]
 
 MIME_TYPE = "application/vnd.nki-workbench.inspection+json"
 SCHEMA_VERSION = 1
-MAX_EVENTS = 5000
+MAX_EVENTS = 500
 """Timeline events carried in the JSON (the rest are counted in ``events_dropped``)."""
 
 
@@ -225,17 +227,38 @@ def _timeline_json(tl) -> dict:
             "events": events, "events_dropped": max(0, len(tl.events) - MAX_EVENTS)}
 
 
-def inspection_json(insp) -> dict:
-    """Plain data for the JupyterLab renderer (schema: ``docs/mime.md``)."""
+def _images(insp, mem, tl) -> dict:
+    """``{sbuf, psum, timeline}``: bare base64 PNGs (``None`` hides one in the renderer)."""
+    import base64
+    out = {"sbuf": None, "psum": None, "timeline": None}
+    if mem is not None:
+        out["sbuf"] = plots.occupancy_png(mem.sbuf)
+        out["psum"] = plots.occupancy_png(mem.psum) if mem.psum.allocations else None
+    if tl is not None and tl.events:
+        out["timeline"] = plots.gantt_png(tl)
+    return {k: None if v is None else base64.b64encode(v).decode("ascii")
+            for k, v in out.items()}
+
+
+def inspection_json(insp, images: bool = True) -> dict:
+    """Plain data for the JupyterLab renderer (schema: ``docs/mime.md``).
+
+    Args:
+        insp: the Inspection.
+        images: include the SBUF/PSUM/timeline PNGs (base64).
+    """
     k = insp.kernel
     decls = k.decls()
     mem, mem_err = _try(lambda: memory_of(insp))
     tl, tl_err = _try(lambda: timeline_of(insp))
     check = getattr(insp, "check", None)
-    cfg = {key: v for key, v in insp.config.items() if key != "serialize_ir_string"}
     return {
-        "schema_version": SCHEMA_VERSION,
         "kernel": insp.kernel_name,
+        "summary": "\n".join(summary_lines(insp)),
+        "ir": insp.ir,
+        "images": _images(insp, mem, tl) if images else {},
+        "config": insp.config,
+        "schema_version": SCHEMA_VERSION,
         "target": insp.platform_target,
         "target_is_fallback": insp.platform_target_is_fallback,
         "grid": list(insp.grid),
@@ -243,9 +266,6 @@ def inspection_json(insp) -> dict:
         "outputs": [_decl_json(decls[n]) for n in k.outputs],
         "simulated": insp.not_simulated is None,
         "not_simulated": insp.not_simulated,
-        "summary": summary_lines(insp),
-        "config": cfg,
-        "ir": insp.ir,
         "memory": None if mem is None else {"sbuf": _buffer_json(mem.sbuf),
                                             "psum": _buffer_json(mem.psum)},
         "memory_error": mem_err,

@@ -30,11 +30,12 @@ def png_data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def message_png(text: str, width: float = 8.0, height: float = 1.2, dpi: int = DPI) -> bytes:
+def message_png(text: str, width: float = 8.0, height: float = 1.2, dpi: int = DPI,
+                color: str = "black") -> bytes:
     """A small figure that says why there is no plot (e.g. no rows selected)."""
     from matplotlib.figure import Figure
     fig = Figure(figsize=(width, height))
-    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, wrap=True)
+    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize=10, wrap=True, color=color)
     return to_png(fig, dpi)
 
 

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nki_workbench
 import nki_workbench.nki.language as nl
@@ -282,3 +284,42 @@ def test_tensor_parallel_mlp_block_matches_single_device():
     for o in outs:
         np.testing.assert_allclose(o, ref, atol=1e-3, rtol=1e-3)
     np.testing.assert_array_equal(outs[0], outs[3])
+
+
+def test_all_reduce_rounds_to_the_destination_dtype():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, nl.bfloat16, buffer=nl.shared_hbm)
+        dist.all_reduce([a], [out], np.add)
+        return out
+
+    xs = _data(4, (32, 32))
+    outs = nki_workbench.simulate_ranks(k, [(x,) for x in xs])
+    ref = np.sum(np.stack(xs), axis=0)
+    for o in outs:
+        assert o.dtype.name == "bfloat16"
+        np.testing.assert_allclose(o.astype(np.float32), ref, atol=1e-2, rtol=1e-2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 5), rows=st.integers(1, 16), cols=st.integers(1, 4),
+       op=st.sampled_from([("add", np.add, np.sum), ("max", np.maximum, np.max),
+                           ("min", np.minimum, np.min)]),
+       seed=st.integers(0, 2**16))
+def test_property_all_reduce_and_all_gather_match_numpy(n, rows, cols, op, seed):
+    _, ufunc, red = op
+
+    @nki.jit
+    def k(a, n):
+        r = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+        g = nl.ndarray((a.shape[0], a.shape[1] * n), nl.float32, buffer=nl.shared_hbm)
+        nccl.all_reduce(ufunc, [a], [r], [list(range(n))[::-1]])
+        nccl.all_gather(None, [a], [g], [list(range(n))], all_gather_dim=1)
+        return r, g
+
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal((rows, cols)).astype(np.float32) for _ in range(n)]
+    outs = nki_workbench.simulate_ranks(k, [(x, n) for x in xs])
+    for r, g in outs:
+        np.testing.assert_allclose(r, red(np.stack(xs), axis=0), atol=1e-5, rtol=1e-5)
+        np.testing.assert_array_equal(g, np.concatenate(xs, axis=1))

@@ -189,17 +189,19 @@ def _kernel_with_every_kind(a, b):
     dist.all_gather([a], [g], all_gather_dim=0)
     nccl.reduce_scatter(np.maximum, [a], [s], [[0, 1]], reduce_scatter_dim=1)
     nccl.all_to_all(np.add, [a], [t], [[0, 1]], 1, 0)
-    dist.broadcast([a], [b], root=1)
+    bc = nl.ndarray(b.shape, nl.float32, buffer=nl.shared_hbm)
+    dist.broadcast([b], [bc], root=1)
     nccl.collective_permute(out, a, [(0, 1), (1, 0)])
     dist.collective_permute([a], [out])
     nccl.collective_permute_implicit(out, a, [[0, 1]], channel_id=1, num_channels=2)
     nccl.collective_permute_reduce_implicit(out, a, np.add, [[0, 1]])
-    return out, g, s, t
+    return out, g, s, t, bc
 
 
 def test_has_collectives_in_decoded_config_and_ir_round_trip():
     x = _xs(1, (8, 8))[0]
-    insp = nki_workbench.inspect(nki.jit(_kernel_with_every_kind), x, x.copy(), simulate=False)
+    insp = nki_workbench.inspect(nki.jit(_kernel_with_every_kind), x, x.copy(), simulate=False,
+                                 platform_target="trn1")
     cfg = nki_workbench.decode_backend_config(insp.backend_config)
     has = cfg["has_collectives"] if isinstance(cfg, dict) else cfg.has_collectives
     assert has is True
@@ -219,17 +221,18 @@ def test_has_collectives_in_decoded_config_and_ir_round_trip():
         nl.store(out, nl.load(a))
         return out
 
-    cfg = nki_workbench.decode_backend_config(
-        nki_workbench.inspect(nki.jit(plain), x, simulate=False).backend_config)
+    insp = nki_workbench.inspect(nki.jit(plain), x, simulate=False, platform_target="trn1")
+    cfg = nki_workbench.decode_backend_config(insp.backend_config)
     assert (cfg["has_collectives"] if isinstance(cfg, dict) else cfg.has_collectives) is False
 
 
 def test_decoded_config_simulates_on_ranks_like_the_trace():
     """The parsed IR (what a backend re-reads) runs through the same collective factories."""
-    from nki_workbench._src.sim.interp import Program
+    import threading
+
     from nki_workbench._src.collectives.sim import RankParams
     from nki_workbench._src.collectives.world import World
-    import threading
+    from nki_workbench._src.sim.interp import Program
 
     def k(a):
         out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
@@ -280,9 +283,10 @@ def test_compat_alias_imports():
 def test_rank_timelines_lockstep_on_a_communication_row():
     def k(a, rank):
         out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
-        t = nl.load(a)
+        t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        t[...] = nl.load(a)
         for _ in nl.sequential_range(1 + 6 * rank):   # rank 3 arrives last
-            t = nl.exp(t)
+            t[...] = nl.exp(t)
         r = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
         dist.all_reduce([t], [r])
         nl.store(out, r)
@@ -308,3 +312,8 @@ def test_rank_timelines_lockstep_on_a_communication_row():
         assert store.start_ns >= tl.events[[e.track for e in tl.events].index(CC_TRACK)].end_ns
         assert CC_TRACK in tl.tracks()
         assert tl.latency_us > ns / 1000
+    from nki_workbench._src.sim.perfetto import check_trace_events
+    trace = tls[0].to_perfetto()
+    check_trace_events(trace)
+    assert any(ev.get("args", {}).get("name") == CC_TRACK for ev in trace["traceEvents"]
+               if ev.get("ph") == "M")

@@ -45,7 +45,6 @@ from .. import dtypes as D
 from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
-from .access import CompiledAccess
 from .interp import (
     _CROSS_LANE,
     _LANEWISE,
@@ -56,6 +55,7 @@ from .interp import (
     _poison,
     _read_and_written,
 )
+from .jax_rules import JaxAccess, fit, fits, is_traced, xp
 
 __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "compiled",
            "UNROLL_BUDGET"]
@@ -85,165 +85,6 @@ def selected_backend() -> str:
 def _jax():
     import jax  # why: importing jax costs ~1 s; only the compiled backend pays it
     return jax
-
-
-def _is_traced(x) -> bool:
-    return not isinstance(x, (int, np.integer, np.ndarray, np.bool_, bool))
-
-
-def _lib(*xs):
-    if any(_is_traced(x) for x in xs):
-        import jax.numpy as jnp
-        return jnp
-    return np
-
-
-# ----------------------------------------------------------------------------- accesses
-class _JAccess:
-    """One IR access lowered to slices (proven in range) or checked gathers/scatters."""
-
-    def __init__(self, acc: Access, decl_shape, loc):
-        self.ca = CompiledAccess(acc, decl_shape, loc)
-        self.size = int(np.prod(self.ca.shape)) if self.ca.shape else 1
-
-    def in_range(self, ranges) -> bool:
-        """Whether every index stays inside the tensor for every value the loop vars take."""
-        ca = self.ca
-        if ca.whole:
-            return True
-        if ca.has_dyn:
-            return False
-        for e, n in zip(ca.exprs, ca.decl_shape, strict=False):
-            try:
-                lo, hi = E.bounds(e, ranges)
-            except (ValueError, KeyError):
-                return False
-            if lo < 0 or hi >= n:
-                return False
-        return True
-
-    def _region(self, env):
-        """Per dim: (low index, span, stride, reversed, kept)."""
-        out = []
-        for c, vars_, size, k in self.ca.dims:
-            start = c
-            for v, kv in vars_:
-                start = start + kv * env[v]
-            if size is None:
-                out.append((start, 1, 1, False, False))
-            elif k > 0:
-                out.append((start, k * (size - 1) + 1, k, False, True))
-            else:
-                out.append((start + k * (size - 1), -k * (size - 1) + 1, -k, True, True))
-        return out
-
-    def _slice(self, data, env):
-        from jax import lax
-        reg = self._region(env)
-        los = [r[0] for r in reg]
-        spans = [r[1] for r in reg]
-        if any(_is_traced(lo) for lo in los):
-            import jax.numpy as jnp
-            v = lax.dynamic_slice(data, [jnp.asarray(lo, jnp.int32) for lo in los], spans)
-            if any(r[2] != 1 for r in reg):
-                v = lax.slice(v, [0] * len(reg), spans, [r[2] for r in reg])
-        else:
-            v = lax.slice(data, los, [lo + s for lo, s in zip(los, spans, strict=False)],
-                          [r[2] for r in reg])
-        rev = tuple(d for d, r in enumerate(reg) if r[3])
-        if rev:
-            v = lax.rev(v, rev)
-        return v, reg
-
-    def _to_region(self, x, reg, grid_shaped):
-        """A value (access-shaped) or mask (grid-shaped) in the sliced region's layout."""
-        import jax.numpy as jnp
-        ca = self.ca
-        x = jnp.broadcast_to(x, ca.grid if grid_shaped else ca.shape).reshape(ca.sorted_shape)
-        if ca.inv_perm is not None:
-            x = x.transpose(ca.inv_perm)
-        return x.reshape([(r[1] - 1) // r[2] + 1 for r in reg])
-
-    def read(self, data, lw, sel=None, fill=0):
-        """``(value, bad)``: ``bad`` is a bool (or traced bool) of an out-of-range read."""
-        ca = self.ca
-        if ca.whole:
-            return (data if data.shape == ca.shape else data.reshape(ca.shape)), False
-        if ca.fast and self.in_range(lw.ranges):
-            v, reg = self._slice(data, lw.env)
-            v = v.reshape([(r[1] - 1) // r[2] + 1 for r in reg if r[4]])
-            if ca.perm is not None:
-                v = v.transpose(ca.perm)
-            return v.reshape(ca.shape), False
-        return self._gather(data, lw, sel, fill)
-
-    def _index_arrays(self, lw):
-        ca = self.ca
-        xs = [lw.eval(e) for e in ca.exprs]
-        lib = _lib(*xs)
-        if lib is np:
-            return [np.broadcast_to(np.asarray(a, np.int64), ca.grid) for a in xs]
-        return [lib.broadcast_to(lib.asarray(a, lib.int32), ca.grid) for a in xs]
-
-    def _inb(self, arrs):
-        lib = _lib(*arrs)
-        ok = None
-        for a, n in zip(arrs, self.ca.decl_shape, strict=False):
-            t = (a >= 0) & (a < n)
-            ok = t if ok is None else ok & t
-        return lib, ok
-
-    def _gather(self, data, lw, sel, fill):
-        import jax.numpy as jnp
-        ca = self.ca
-        arrs = self._index_arrays(lw)
-        if not arrs:
-            return data.reshape(ca.shape), False
-        if self.in_range(lw.ranges):
-            return data[tuple(arrs)].reshape(ca.shape), False
-        lib, inb = self._inb(arrs)
-        clipped = tuple(lib.clip(a, 0, n - 1) for a, n in zip(arrs, ca.decl_shape, strict=False))
-        v = data[clipped]
-        if sel is None:
-            return v.reshape(ca.shape), ~lib.all(inb)
-        bad = lib.any(~inb & sel)
-        masked = jnp.where(sel, v, jnp.asarray(fill, v.dtype))
-        v = jnp.where(lib.all(inb), v, masked)
-        return v.reshape(ca.shape), bad
-
-    def write(self, data, value, lw, sel=None):
-        """``(new data, bad)`` with ``value`` stored where ``sel`` (grid-shaped) holds."""
-        import jax.numpy as jnp
-        from jax import lax
-        ca = self.ca
-        value = jnp.asarray(value).astype(data.dtype)
-        if ca.whole and sel is None:
-            return jnp.broadcast_to(value, ca.shape).reshape(data.shape), False
-        if ca.fast and self.in_range(lw.ranges) and all(abs(d[3]) <= 1 for d in ca.dims):
-            reg = self._region(lw.env)
-            val = self._to_region(value, reg, False)
-            if sel is not None:
-                old, _ = self._slice(data, lw.env)
-                val = jnp.where(self._to_region(sel, reg, True), val, old.reshape(val.shape))
-            rev = tuple(d for d, r in enumerate(reg) if r[3])
-            if rev:
-                val = lax.rev(val, rev)
-            los = [r[0] for r in reg]
-            if any(_is_traced(lo) for lo in los):
-                los = [jnp.asarray(lo, jnp.int32) for lo in los]
-            return lax.dynamic_update_slice(data, val, los), False
-        arrs = self._index_arrays(lw)
-        val = jnp.broadcast_to(value, ca.shape).reshape(ca.grid)
-        static = self.in_range(lw.ranges)
-        if static and sel is None:
-            return data.at[tuple(arrs)].set(val), False
-        lib, inb = self._inb(arrs)
-        keep = inb if sel is None else (inb & sel)
-        bad = (~lib.all(inb)) if sel is None else lib.any(~inb & sel)
-        if static:
-            bad = False
-        idx = tuple(jnp.where(keep, a, n) for a, n in zip(arrs, ca.decl_shape, strict=False))
-        return data.at[idx].set(val, mode="drop"), bad
 
 
 # ----------------------------------------------------------------------------- lowering
@@ -290,7 +131,7 @@ class _Lower:
         key = (acc, loc)
         ja = self.accs.get(key)
         if ja is None:
-            ja = self.accs[key] = _JAccess(acc, self.decls[acc.tensor].shape, loc)
+            ja = self.accs[key] = JaxAccess(acc, self.decls[acc.tensor].shape, loc)
         return ja
 
     # -- evaluation of index expressions (numpy when static, jnp when traced)
@@ -309,14 +150,14 @@ class _Lower:
         if isinstance(e, E.Fn):
             a, b = (self.eval(x) for x in e.args)
             if e.op in ("min", "max"):
-                lib = _lib(a, b)
+                lib = xp(a, b)
                 return (lib.minimum if e.op == "min" else lib.maximum)(a, b)
             return {"floordiv": lambda: a // b, "mod": lambda: a % b,
                     "mul": lambda: a * b}[e.op]()
         if e.op in _OPS:
             return _OPS[e.op](self.eval(e.args[0]), self.eval(e.args[1]))
         xs = [self.eval(a) for a in e.args]
-        lib = _lib(*xs)
+        lib = xp(*xs)
         if e.op == "not":
             return lib.logical_not(xs[0])
         return (lib.logical_and if e.op == "and" else lib.logical_or)(xs[0], xs[1])
@@ -348,7 +189,7 @@ class _Lower:
         root, chain = self._chain(name)
         if root not in self.bufs:
             raise _unsupported(f"tensor '{name}' read before it is allocated")
-        data, init = self.bufs[root]
+        data, init = self.bufs[root][:2]
         for shape, dt, _ in chain:
             data = (lax.bitcast_convert_type(data, dt) if dt is not None else data).reshape(shape)
             init = None if init is None else init.reshape(shape)
@@ -362,14 +203,15 @@ class _Lower:
             if dt is not None:
                 data = lax.bitcast_convert_type(data, D.storage_dtype(D.from_name(base.dtype)))
             init = None if init is None else init.reshape(base.shape)
-        self.bufs[root] = [data, init]
+        old = self.bufs.get(root)
+        self.bufs[root] = [data, init, None if old is None else old[2]]
 
     def _alloc(self, decl):
         import jax.numpy as jnp
         name = decl.name
         if decl.kind == "const":
             if name not in self.bufs:
-                self.bufs[name] = [jnp.asarray(_decode_const(decl)), None]
+                self.bufs[name] = [jnp.asarray(_decode_const(decl)), None, None]
             return
         if decl.base is not None:
             dt = None
@@ -384,13 +226,28 @@ class _Lower:
         if shared and name in self.bufs:
             return
         self.bufs[name] = [jnp.asarray(_poison(tuple(decl.shape), decl.dtype)),
-                           jnp.zeros(tuple(decl.shape), bool)]
+                           jnp.zeros(tuple(decl.shape), bool), self._new_stamp(decl)]
+
+    def _new_stamp(self, decl):
+        import jax.numpy as jnp
+        if self.races and decl.name in self.tracked and len(decl.shape):
+            return jnp.zeros(tuple(decl.shape), jnp.int32)
+        return None
 
     # -- statements
     def block(self, body):
         binds = set()
+        outer_declared = self.declared
+        self.declared = set(outer_declared)
+        try:
+            self._stmts(body, binds)
+        finally:
+            self.declared = outer_declared
+
+    def _stmts(self, body, binds):
         for k, s in enumerate(body):
             if isinstance(s, Alloc):
+                self.declared.add(s.decl.name)
                 nxt = body[k + 1] if k + 1 < len(body) else None
                 if Program._fresh_writer(None, s.decl, nxt):
                     binds.add(k + 1)  # why: that next instruction creates the buffer
@@ -403,18 +260,35 @@ class _Lower:
 
     def loop(self, loop: Loop):
         r = range(loop.start, loop.stop, loop.step)
+        affine = loop.kind == "affine"
+        if affine:
+            tracked = frozenset(self.declared) & _read_and_written(loop.body, self.decls)
+            self.affine.append((loop.var, tracked))
+            self.iter_id = self.iter_id + 1
+            self.loop_lo[loop.var] = self.iter_id
+        try:
+            self._loop(loop, r, affine)
+        finally:
+            if affine:
+                self.affine.pop()
+
+    def _loop(self, loop, r, affine):
         if len(r) == 0:
             return
+
+        def body():
+            if affine:
+                self.iter_id = self.iter_id + 1
+                self.iter_start[loop.var] = self.iter_id
+            self.block(loop.body)
+
         if len(r) * _size(loop.body, self) <= UNROLL_BUDGET:
             for v in r:
                 self.env[loop.var] = v
                 self.ranges[loop.var] = (v, v)
-                self.block(loop.body)
+                body()
             return
         lo, hi = min(r[0], r[-1]), max(r[0], r[-1])
-
-        def body():
-            self.block(loop.body)
 
         def set_iter(it):
             self.env[loop.var] = loop.start + it * loop.step
@@ -430,51 +304,50 @@ class _Lower:
         for name in names:
             if name not in self.bufs:  # allocated in the body, used after the loop
                 self._alloc(self.decls[name])
-        saved_env = dict(self.env)
-        saved_ranges = dict(self.ranges)
+        saved = (dict(self.env), dict(self.ranges), dict(self.iter_start))
 
         def pack():
-            return ([tuple(self.bufs[m]) for m in names], self.flag)
+            return ([tuple(self.bufs[m]) for m in names], self.flag, self.iter_id)
 
         def step(it, carry):
-            outer_bufs, outer_flag = self.bufs, self.flag
-            self.bufs = dict(outer_bufs)
+            outer = (self.bufs, self.flag, self.iter_id, self.declared)
+            self.bufs = dict(outer[0])
             try:
-                for m, (d, i) in zip(names, carry[0], strict=False):
-                    self.bufs[m] = [d, i]
-                self.flag = carry[1]
+                for m, b in zip(names, carry[0], strict=True):
+                    self.bufs[m] = list(b)
+                self.flag, self.iter_id = carry[1], carry[2]
                 set_iter(it)
                 body()
                 out = pack()
             finally:
-                self.bufs, self.flag = outer_bufs, outer_flag
-                self.env.clear()
-                self.env.update(saved_env)
-                self.ranges.clear()
-                self.ranges.update(saved_ranges)
-            bufs = [(d, jnp.ones(d.shape, bool) if i is None and ci is not None else i)
-                    for (d, i), (_, ci) in zip(out[0], carry[0], strict=False)]
-            return bufs, out[1]
+                self.bufs, self.flag, self.iter_id, self.declared = outer
+                for d, v in zip((self.env, self.ranges, self.iter_start), saved, strict=True):
+                    d.clear()
+                    d.update(v)
+            bufs = [(d, jnp.ones(d.shape, bool) if i is None and ci is not None else i, st)
+                    for (d, i, st), (_, ci, _) in zip(out[0], carry[0], strict=True)]
+            return bufs, out[1], jnp.asarray(out[2], jnp.int32)
 
+        self.iter_id = jnp.asarray(self.iter_id, jnp.int32)
         carry = pack()
         for _ in range(len(names) + 1):  # why: fixpoint of which carried inits are tracked
             shape = jax.eval_shape(step, 0, carry)
-            grow = [k for k, ((_, ci), (_, oi)) in enumerate(zip(carry[0], shape[0], strict=False))
-                    if ci is None and oi is not None]
+            grow = [k for k, (c, o) in enumerate(zip(carry[0], shape[0], strict=True))
+                    if c[1] is None and o[1] is not None]
             if not grow:
                 break
             for k in grow:
-                d, _ = carry[0][k]
-                carry[0][k] = (d, jnp.ones(d.shape, bool))
-        bufs, self.flag = lax.fori_loop(0, n, step, carry)
-        for m, (d, i) in zip(names, bufs, strict=False):
-            self.bufs[m] = [d, i]
+                d, _, st = carry[0][k]
+                carry[0][k] = (d, jnp.ones(d.shape, bool), st)
+        bufs, self.flag, self.iter_id = lax.fori_loop(0, n, step, carry)
+        for m, b in zip(names, bufs, strict=True):
+            self.bufs[m] = list(b)
 
     def _mask(self, inst):
         if inst.mask is None:
             return None
         sel = self.eval(inst.mask)
-        if not _is_traced(sel):
+        if not is_traced(sel):
             sel = np.asarray(sel, dtype=bool)
             if sel.all():
                 return None
@@ -492,14 +365,16 @@ class _Lower:
         import jax.numpy as jnp
         ja = self.jacc(acc, loc)
         data, init = self.get(acc.tensor)
-        s = None if sel is None else _fit(sel, ja.ca.grid)
+        s = None if sel is None else fit(sel, ja.ca.grid)
         v, bad = ja.read(data, self, s)
         self.bad(bad)
+        if self.races and self.affine:
+            self._race_check(ja, acc.tensor)
         if init is None:
             return v, None
         ok, _ = ja.read(init, self, s, fill=True)
         if sel is not None:
-            m = _fit(sel, ok.shape)
+            m = fit(sel, ok.shape)
             if m is not None:
                 ok = ok | ~jnp.asarray(m)  # why: masked-out lanes are not computed
         return v, ok
@@ -574,6 +449,7 @@ class _Lower:
                 res = jnp.broadcast_to(res, ca.shape).reshape(decl.shape)
             init = None if ok is None else jnp.broadcast_to(ok, ca.shape).reshape(decl.shape)
             self.set(decl.name, res, init)
+            self.bufs[decl.name][2] = self._new_stamp(decl)  # a new tile: no stamps yet
             return
         data, init = self.get(decl.name)
         if acc_mode is not None:
@@ -587,7 +463,7 @@ class _Lower:
             res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)
         if ok is not None and init is None:
             init = jnp.ones(data.shape, bool)
-        s = None if sel is None else _fit(sel, ca.grid)
+        s = None if sel is None else fit(sel, ca.grid)
         if sel is not None and s is None:
             raise _unsupported("a mask that does not broadcast to its destination")
         data, bad = ja.write(data, res, self, s)
@@ -599,15 +475,38 @@ class _Lower:
             else:
                 init, _ = ja.write(init, mark, self, s)
         self.set(decl.name, data, init)
+        if self.races and self.affine and acc_mode is None:
+            self._race_mark(ja, decl, s)
+
+    # -- affine_range races: the interpreter's iteration stamps, as int32 arrays
+    def _race_mark(self, ja, decl, sel):
+        var, tracked = self.affine[-1]
+        buf = self.bufs.get(decl.name)
+        if decl.base is not None or decl.name not in tracked or buf is None or buf[2] is None:
+            return
+        buf[2], _ = ja.write(buf[2], self.iter_id, self, sel)
+
+    def _race_check(self, ja, name):
+        import jax.numpy as jnp
+        var, tracked = self.affine[-1]
+        buf = self.bufs.get(name)
+        if name not in tracked or buf is None or buf[2] is None or var not in self.loop_lo:
+            return
+        stamps, _ = ja.read(buf[2], self)
+        self.bad(jnp.any((stamps > self.loop_lo[var]) & (stamps < self.iter_start[var])))
 
     # -- the whole kernel
-    def build(self, inputs, cvals, zero, uninit_error):
+    def build(self, inputs, cvals, zero, uninit_error, races):
         import jax.numpy as jnp
         k = self.k
         self.cvals, self.zero, self.uninit_error = cvals, zero, uninit_error
-        self.bufs = {p.name: [x, None] for p, x in zip(k.params, inputs, strict=False)}
+        self.races, self.tracked = races, _tracked(k) if races else frozenset()
+        self.bufs = {p.name: [x, None, self._new_stamp(p)]
+                     for p, x in zip(k.params, inputs, strict=True)}
         self.flag = jnp.zeros((), bool)
         self.env, self.ranges = {}, {}
+        self.declared = {p.name for p in k.params}
+        self.affine, self.iter_id, self.loop_lo, self.iter_start = [], 0, {}, {}
         for s in walk_stmts(k.body):
             if isinstance(s, Alloc) and s.decl.base is None and s.decl.kind != "const" and (
                     s.decl.buffer == "shared_hbm" or s.decl.kind == "output"):
@@ -637,7 +536,7 @@ class _Lower:
         for name in k.outputs:
             if name not in self.bufs:
                 raise _unsupported(f"output '{name}' is never allocated")
-            data, init = self.bufs[name]
+            data, init = self.bufs[name][:2]
             if init is not None:
                 self.bad(~jnp.all(init))
             outs.append(data)
@@ -691,7 +590,7 @@ def _rowwise(inst, taints, shape):
     keep = bool(inst.attr("keepdims", False)) or inst.op in ("softmax", "rms_norm")
     t = taints[0]
     for other in taints[1:]:
-        if _fits(other.shape, t.shape):
+        if fits(other.shape, t.shape):
             t = t & jnp.broadcast_to(other, t.shape)
         else:
             t = t & jnp.all(other)
@@ -705,22 +604,8 @@ def _and_all(taints, shape):
     for t in taints:
         if 0 < t.ndim < len(shape):
             t = t.reshape(t.shape + (1,) * (len(shape) - t.ndim))
-        out = out & (jnp.broadcast_to(t, shape) if _fits(t.shape, shape) else jnp.all(t))
+        out = out & (jnp.broadcast_to(t, shape) if fits(t.shape, shape) else jnp.all(t))
     return out
-
-
-def _fits(a, b) -> bool:
-    try:
-        return np.broadcast_shapes(tuple(a), tuple(b)) == tuple(b)
-    except ValueError:
-        return False
-
-
-def _fit(sel, grid):
-    if not _fits(np.shape(sel), grid):
-        return None
-    lib = _lib(sel)
-    return lib.broadcast_to(sel, grid)
 
 
 def _unsupported(what):
@@ -745,14 +630,13 @@ def _why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
                 return "collective 'all_reduce' across programs"
         elif inst.op in SPECIAL or inst.op not in JAX_RULES:
             return f"no JAX rule for opcode '{inst.op}'"
-    if params.detect_races and _tracks_races(kernel):
-        return "affine_range race tracking (a tile declared outside the loop is read and " \
-               "written in it)"
     return None
 
 
-def _tracks_races(kernel: Kernel) -> bool:
+def _tracked(kernel: Kernel) -> frozenset:
+    """Tensors an ``affine_range`` loop may carry values through: the ones races stamp."""
     decls = kernel.decls()
+    out = set()
 
     def walk(body, declared):
         declared = set(declared)
@@ -760,12 +644,11 @@ def _tracks_races(kernel: Kernel) -> bool:
             if isinstance(s, Alloc):
                 declared.add(s.decl.name)
             elif isinstance(s, Loop):
-                if s.kind == "affine" and declared & _read_and_written(s.body, decls):
-                    return True
-                if walk(s.body, declared):
-                    return True
-        return False
-    return walk(kernel.body, {d.name for d in kernel.params})
+                if s.kind == "affine":
+                    out.update(declared & _read_and_written(s.body, decls))
+                walk(s.body, declared)
+    walk(kernel.body, {d.name for d in kernel.params})
+    return frozenset(out)
 
 
 class _Compiled:
@@ -778,14 +661,15 @@ class _Compiled:
         self.program = None
         self.runs = 0
 
-    def fn(self, uninit_error: bool):
-        f = self.fns.get(uninit_error)
+    def fn(self, uninit_error: bool, races: bool):
+        key = (uninit_error, races and bool(_tracked(self.kernel)))
+        f = self.fns.get(key)
         if f is None:
             jax = _jax()
 
             def run(inputs, cvals, zero):
-                return self.lower.build(inputs, cvals, zero, uninit_error)
-            f = self.fns[uninit_error] = jax.jit(run)
+                return self.lower.build(inputs, cvals, zero, *key)
+            f = self.fns[key] = jax.jit(run)
         return f
 
     def interpreter(self) -> Program:
@@ -856,7 +740,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
         try:
             args = [jax.device_put(a, device) for a in arrays]
             cvals = [jax.device_put(c, device) for c in comp.lower.const_values]
-            outs, flag = comp.fn(params.uninitialized == "error")(args, cvals, np.int32(0))
+            run = comp.fn(params.uninitialized == "error", params.detect_races)
+            outs, flag = run(args, cvals, np.int32(0))
         except Unsupported as exc:
             why = str(exc)
         else:

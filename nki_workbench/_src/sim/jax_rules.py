@@ -1,4 +1,4 @@
-"""Numerics of the ``nki.language`` opcodes on ``jax.numpy``: the compiled simulator's rule table.
+"""The compiled simulator's JAX rule table (numerics per opcode) and its memory accesses.
 
 Every rule here mirrors the numpy rule of the same opcode in :mod:`.rules` (same widening to
 float32, same formula, same shapes); :mod:`.jax_exec` lowers the IR through this table. An
@@ -13,6 +13,9 @@ Bit-exactness with numpy, and where it cannot hold:
 * Transcendentals (exp, log, tanh, sigmoid, erf, power ...) use XLA's polynomial kernels
   instead of numpy's: a few float32 ulps apart (measured: exp 2, log 3, tanh 4, rsqrt 0).
 * Reductions (sum, mean, var, prod) and matmul sum in a different order than numpy/BLAS.
+
+:class:`JaxAccess` reads and writes one IR access: (dynamic) slices when the lowering proves
+the indices in range, checked gathers/scatters (returning an out-of-range flag) otherwise.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from jax import lax
 from jax.scipy import special as jsp
 
 from .. import dtypes as D
+from ..ir import Access
+from ..ir import expr as E
+from .access import CompiledAccess
 
 __all__ = ["JAX_RULES", "JEx", "Unsupported", "jrule", "opaque", "to_f32", "from_f32", "cast",
-           "binary", "storage"]
+           "binary", "storage", "JaxAccess", "is_traced", "xp", "fits", "fit"]
 
 JAX_RULES: dict = {}
 _F32 = np.dtype(np.float32)
@@ -412,3 +418,181 @@ def _gather_flattened(ex):
     flat = data.reshape(p, -1)
     ii = jnp.clip(_raw(idx).reshape(p, -1), 0, flat.shape[1] - 1)
     return jnp.take_along_axis(flat, ii, axis=1).reshape(idx.shape)
+
+
+# ----------------------------------------------------------------------------- memory access
+def is_traced(x) -> bool:
+    """Whether ``x`` is a JAX value (not a Python/numpy constant known at lowering)."""
+    return not isinstance(x, (int, np.integer, np.ndarray, np.bool_, bool))
+
+
+def xp(*xs):
+    """``jax.numpy`` when any argument is a JAX value, else ``numpy``."""
+    if any(is_traced(x) for x in xs):
+        import jax.numpy as jnp
+        return jnp
+    return np
+
+
+# ----------------------------------------------------------------------------- accesses
+class JaxAccess:
+    """One IR access lowered to slices (proven in range) or checked gathers/scatters."""
+
+    def __init__(self, acc: Access, decl_shape, loc):
+        self.ca = CompiledAccess(acc, decl_shape, loc)
+        self.size = int(np.prod(self.ca.shape)) if self.ca.shape else 1
+
+    def in_range(self, ranges) -> bool:
+        """Whether every index stays inside the tensor for every value the loop vars take."""
+        ca = self.ca
+        if ca.whole:
+            return True
+        if ca.has_dyn:
+            return False
+        for e, n in zip(ca.exprs, ca.decl_shape, strict=False):
+            try:
+                lo, hi = E.bounds(e, ranges)
+            except (ValueError, KeyError):
+                return False
+            if lo < 0 or hi >= n:
+                return False
+        return True
+
+    def _region(self, env):
+        """Per dim: (low index, span, stride, reversed, kept)."""
+        out = []
+        for c, vars_, size, k in self.ca.dims:
+            start = c
+            for v, kv in vars_:
+                start = start + kv * env[v]
+            if size is None:
+                out.append((start, 1, 1, False, False))
+            elif k > 0:
+                out.append((start, k * (size - 1) + 1, k, False, True))
+            else:
+                out.append((start + k * (size - 1), -k * (size - 1) + 1, -k, True, True))
+        return out
+
+    def _slice(self, data, env):
+        from jax import lax
+        reg = self._region(env)
+        los = [r[0] for r in reg]
+        spans = [r[1] for r in reg]
+        if any(is_traced(lo) for lo in los):
+            import jax.numpy as jnp
+            v = lax.dynamic_slice(data, [jnp.asarray(lo, jnp.int32) for lo in los], spans)
+            if any(r[2] != 1 for r in reg):
+                v = lax.slice(v, [0] * len(reg), spans, [r[2] for r in reg])
+        else:
+            v = lax.slice(data, los, [lo + s for lo, s in zip(los, spans, strict=False)],
+                          [r[2] for r in reg])
+        rev = tuple(d for d, r in enumerate(reg) if r[3])
+        if rev:
+            v = lax.rev(v, rev)
+        return v, reg
+
+    def _to_region(self, x, reg, grid_shaped):
+        """A value (access-shaped) or mask (grid-shaped) in the sliced region's layout."""
+        import jax.numpy as jnp
+        ca = self.ca
+        x = jnp.broadcast_to(x, ca.grid if grid_shaped else ca.shape).reshape(ca.sorted_shape)
+        if ca.inv_perm is not None:
+            x = x.transpose(ca.inv_perm)
+        return x.reshape([(r[1] - 1) // r[2] + 1 for r in reg])
+
+    def read(self, data, lw, sel=None, fill=0):
+        """``(value, bad)``: ``bad`` is a bool (or traced bool) of an out-of-range read."""
+        ca = self.ca
+        if ca.whole:
+            return (data if data.shape == ca.shape else data.reshape(ca.shape)), False
+        if ca.fast and self.in_range(lw.ranges):
+            v, reg = self._slice(data, lw.env)
+            v = v.reshape([(r[1] - 1) // r[2] + 1 for r in reg if r[4]])
+            if ca.perm is not None:
+                v = v.transpose(ca.perm)
+            return v.reshape(ca.shape), False
+        return self._gather(data, lw, sel, fill)
+
+    def _index_arrays(self, lw):
+        ca = self.ca
+        xs = [lw.eval(e) for e in ca.exprs]
+        lib = xp(*xs)
+        if lib is np:
+            return [np.broadcast_to(np.asarray(a, np.int64), ca.grid) for a in xs]
+        return [lib.broadcast_to(lib.asarray(a, lib.int32), ca.grid) for a in xs]
+
+    def _inb(self, arrs):
+        lib = xp(*arrs)
+        ok = None
+        for a, n in zip(arrs, self.ca.decl_shape, strict=False):
+            t = (a >= 0) & (a < n)
+            ok = t if ok is None else ok & t
+        return lib, ok
+
+    def _gather(self, data, lw, sel, fill):
+        import jax.numpy as jnp
+        ca = self.ca
+        arrs = self._index_arrays(lw)
+        if not arrs:
+            return data.reshape(ca.shape), False
+        if self.in_range(lw.ranges):
+            return data[tuple(arrs)].reshape(ca.shape), False
+        lib, inb = self._inb(arrs)
+        clipped = tuple(lib.clip(a, 0, n - 1) for a, n in zip(arrs, ca.decl_shape, strict=False))
+        v = data[clipped]
+        if sel is None:
+            return v.reshape(ca.shape), ~lib.all(inb)
+        bad = lib.any(~inb & sel)
+        masked = jnp.where(sel, v, jnp.asarray(fill, v.dtype))
+        v = jnp.where(lib.all(inb), v, masked)
+        return v.reshape(ca.shape), bad
+
+    def write(self, data, value, lw, sel=None):
+        """``(new data, bad)`` with ``value`` stored where ``sel`` (grid-shaped) holds."""
+        import jax.numpy as jnp
+        from jax import lax
+        ca = self.ca
+        value = jnp.asarray(value).astype(data.dtype)
+        if ca.whole and sel is None:
+            return jnp.broadcast_to(value, ca.shape).reshape(data.shape), False
+        if ca.fast and self.in_range(lw.ranges) and all(abs(d[3]) <= 1 for d in ca.dims):
+            reg = self._region(lw.env)
+            val = self._to_region(value, reg, False)
+            if sel is not None:
+                old, _ = self._slice(data, lw.env)
+                val = jnp.where(self._to_region(sel, reg, True), val, old.reshape(val.shape))
+            rev = tuple(d for d, r in enumerate(reg) if r[3])
+            if rev:
+                val = lax.rev(val, rev)
+            los = [r[0] for r in reg]
+            if any(is_traced(lo) for lo in los):
+                los = [jnp.asarray(lo, jnp.int32) for lo in los]
+            return lax.dynamic_update_slice(data, val, los), False
+        arrs = self._index_arrays(lw)
+        val = jnp.broadcast_to(value, ca.shape).reshape(ca.grid)
+        static = self.in_range(lw.ranges)
+        if static and sel is None:
+            return data.at[tuple(arrs)].set(val), False
+        lib, inb = self._inb(arrs)
+        keep = inb if sel is None else (inb & sel)
+        bad = (~lib.all(inb)) if sel is None else lib.any(~inb & sel)
+        if static:
+            bad = False
+        idx = tuple(jnp.where(keep, a, n) for a, n in zip(arrs, ca.decl_shape, strict=False))
+        return data.at[idx].set(val, mode="drop"), bad
+
+
+def fits(a, b) -> bool:
+    """Whether shape ``a`` broadcasts to shape ``b``."""
+    try:
+        return np.broadcast_shapes(tuple(a), tuple(b)) == tuple(b)
+    except ValueError:
+        return False
+
+
+def fit(sel, grid):
+    """A mask broadcast to an access grid (``None`` when it does not broadcast)."""
+    if not fits(np.shape(sel), grid):
+        return None
+    lib = xp(sel)
+    return lib.broadcast_to(sel, grid)

@@ -54,11 +54,9 @@ def pop(ctx):
 
 
 def _source_line(depth_frames=2) -> str:
-    import os
-
-    from ..errors import _PKG_DIR
+    from ..errors import is_internal
     frame = sys._getframe(depth_frames)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PKG_DIR):
+    while frame is not None and is_internal(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return ""

@@ -1,0 +1,331 @@
+"""The tile-allocation explorer: sliders over a kernel's compile-time constants.
+
+``explore(kernel, args, params={"TILE_N": [128, 256, 512]})`` builds an :class:`Explorer`. Each
+setting is passed to the kernel as keyword arguments and evaluated by the workbench's own
+pipeline: :func:`nki_workbench.inspect` (trace, allocate; no simulation), the occupancy model and
+the time model. A setting is *infeasible* when the trace or the allocator rejects it (layout
+errors, SBUF/PSUM over capacity); the views show it in red with the reason. Every setting tried
+is kept in a table.
+
+Views: ``Explorer.widget()`` (ipywidgets: selection sliders, SBUF map, timeline, latency,
+table) and ``Explorer.panel()`` (the same as a panel app, served by
+``nki-workbench explore FILE.py --kernel NAME``).
+"""
+
+from __future__ import annotations
+
+import inspect as _pyinspect
+import itertools
+from dataclasses import dataclass
+
+from .._src.errors import NkiError
+from . import mime, plots
+from ._args import kernel_function
+
+__all__ = ["Trial", "Explorer", "explore", "serve"]
+
+OK_COLOUR, BAD_COLOUR = "#1a7f37", "#cf222e"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluated setting.
+
+    Attributes:
+        setting: ``((name, value), ...)`` in parameter order.
+        feasible: whether the kernel traced and fits in SBUF/PSUM.
+        reason: why it is infeasible (error code and message), else ``None``.
+        code: the error code (``err_...`` / ``wb_...``) when infeasible.
+        latency_us: estimated latency (feasible settings).
+        sbuf_peak: peak SBUF bytes per partition.
+        psum_peak: peak PSUM bytes per partition.
+        inspection: the Inspection (feasible settings).
+    """
+
+    setting: tuple
+    feasible: bool
+    reason: str | None = None
+    code: str | None = None
+    latency_us: float | None = None
+    sbuf_peak: int | None = None
+    psum_peak: int | None = None
+    inspection: object = None
+
+    def label(self) -> str:
+        """``TILE_N=256, TILE_M=128``."""
+        return ", ".join(f"{k}={v!r}" for k, v in self.setting)
+
+    def status(self) -> str:
+        """One line: latency and peaks, or the reason it is infeasible."""
+        if not self.feasible:
+            return f"{self.label()}: infeasible — {self.reason}"
+        return (f"{self.label()}: {self.latency_us:.3f} us (estimate), SBUF peak "
+                f"{self.sbuf_peak} B/partition, PSUM peak {self.psum_peak} B/partition")
+
+
+class Explorer:
+    """Evaluates a kernel over settings of its compile-time constants.
+
+    Args:
+        kernel: an ``@nki.jit`` kernel or kernel function.
+        args: positional kernel arguments (arrays or ``nt.tensor`` placeholders).
+        params: ``{name: [values...]}``: keyword parameters of the kernel to sweep.
+        kwargs: other keyword arguments, fixed.
+        grid: launch grid.
+        target: platform target.
+
+    Attributes:
+        trials: the :class:`Trial` of every setting evaluated, in the order tried.
+    """
+
+    def __init__(self, kernel, args=(), params=None, kwargs=None, grid=None, target=None):
+        if not params:
+            raise ValueError("explore() needs params={'NAME': [values, ...]} with at least one "
+                             "compile-time constant to vary")
+        func = kernel_function(kernel)
+        sig = _pyinspect.signature(func)
+        takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        for name, values in params.items():
+            if name not in sig.parameters and not takes_kwargs:
+                raise ValueError(f"kernel '{func.__name__}' has no parameter '{name}' "
+                                 f"(parameters: {', '.join(sig.parameters)})")
+            if not isinstance(values, (list, tuple)) or not values:
+                raise ValueError(f"params['{name}'] must be a non-empty list of values")
+        self.kernel = kernel
+        self.args = tuple(args)
+        self.params = {k: list(v) for k, v in params.items()}
+        self.kwargs = dict(kwargs or {})
+        self.grid = grid
+        self.target = target
+        self.trials: list = []
+        self._cache: dict = {}
+
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return kernel_function(self.kernel).__name__
+
+    def settings(self) -> list:
+        """Every combination of the parameter values, as dicts."""
+        names = list(self.params)
+        return [dict(zip(names, combo, strict=True))
+                for combo in itertools.product(*self.params.values())]
+
+    def default(self) -> dict:
+        """The first value of every parameter."""
+        return {k: v[0] for k, v in self.params.items()}
+
+    def evaluate(self, **setting) -> Trial:
+        """Trace, allocate and time one setting (cached).
+
+        Args:
+            **setting: a value for every parameter of the sweep.
+
+        Returns:
+            Trial
+        """
+        missing = [k for k in self.params if k not in setting]
+        extra = [k for k in setting if k not in self.params]
+        if missing or extra:
+            raise ValueError(f"a setting needs exactly the parameters {list(self.params)}; "
+                             f"missing {missing}, unknown {extra}")
+        key = tuple((k, setting[k]) for k in self.params)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        trial = self._run(key)
+        self._cache[key] = trial
+        self.trials.append(trial)
+        return trial
+
+    def _run(self, key: tuple) -> Trial:
+        from .._src.inspection import inspect
+        try:
+            insp = inspect(self.kernel, *self.args, grid=self.grid,
+                           platform_target=self.target, simulate=False,
+                           **self.kwargs, **dict(key))
+            mem = mime.memory_of(insp)
+            for buf in (mem.sbuf, mem.psum):
+                if buf.peak_bytes_per_partition > buf.capacity_bytes:
+                    raise NkiError("wb_alloc_oversubscribed", f"{buf.buffer.upper()} needs "
+                                   f"{buf.peak_bytes_per_partition} B per partition, capacity "
+                                   f"{buf.capacity_bytes} B")
+            tl = mime.timeline_of(insp)
+        except NkiError as exc:
+            return Trial(key, False, f"[{exc.code}] {exc.msg}" if exc.code else exc.msg,
+                         exc.code)
+        except Exception as exc:  # noqa: BLE001 - e.g. the kernel's own asserts on tile sizes
+            return Trial(key, False, f"{type(exc).__name__}: {exc}", None)
+        return Trial(key, True, None, None, tl.latency_us, mem.sbuf.peak_bytes_per_partition,
+                     mem.psum.peak_bytes_per_partition, insp)
+
+    def best(self) -> Trial | None:
+        """The fastest feasible trial so far."""
+        ok = [t for t in self.trials if t.feasible]
+        return min(ok, key=lambda t: t.latency_us) if ok else None
+
+    # ----------------------------------------------------------------------------- views
+    def table_text(self) -> str:
+        """Every trial as a text table."""
+        head = [*self.params, "feasible", "latency us", "SBUF peak", "PSUM peak", "reason"]
+        rows = [[repr(v) for _, v in t.setting]
+                + ["yes" if t.feasible else "NO",
+                   "" if t.latency_us is None else f"{t.latency_us:.3f}",
+                   "" if t.sbuf_peak is None else str(t.sbuf_peak),
+                   "" if t.psum_peak is None else str(t.psum_peak), t.reason or ""]
+                for t in self.trials]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+        return "\n".join("  ".join(f"{c:<{w}}" for c, w in zip(r, widths, strict=True)).rstrip()
+                         for r in [head, *rows])
+
+    def table_html(self) -> str:
+        """Every trial as an HTML table; infeasible rows in red (all text escaped)."""
+        head = "".join(f"<th>{mime.esc(h)}</th>" for h in
+                       [*self.params, "latency (us)", "SBUF peak", "PSUM peak", "status"])
+        best = self.best()
+        rows = []
+        for t in self.trials:
+            colour = OK_COLOUR if t.feasible else BAD_COLOUR
+            cells = [mime.esc(repr(v)) for _, v in t.setting]
+            cells += ["" if t.latency_us is None else f"{t.latency_us:.3f}",
+                      "" if t.sbuf_peak is None else str(t.sbuf_peak),
+                      "" if t.psum_peak is None else str(t.psum_peak),
+                      ("fastest" if t is best else "ok") if t.feasible
+                      else mime.esc(t.reason)]
+            rows.append(f"<tr style='color:{colour}'>"
+                        + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        return (f"<table class='nkiw-trials'><thead><tr>{head}</tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table>")
+
+    def status_html(self, trial: Trial) -> str:
+        """Latency line (green) or the infeasibility reason (red)."""
+        colour = OK_COLOUR if trial.feasible else BAD_COLOUR
+        return f"<div style='color:{colour};font-weight:bold'>{mime.esc(trial.status())}</div>"
+
+    def images(self, trial: Trial) -> tuple:
+        """``(sbuf_png, timeline_png)`` of a trial (a red message when infeasible)."""
+        if not trial.feasible:
+            msg = plots.message_png(f"infeasible: {trial.reason}", height=1.6,
+                                    color=BAD_COLOUR)
+            return msg, msg
+        insp = trial.inspection
+        return (plots.occupancy_png(mime.memory_of(insp).sbuf),
+                plots.gantt_png(mime.timeline_of(insp)))
+
+    def widget(self):
+        """The explorer as ipywidgets (see :class:`ExplorerWidget`)."""
+        return ExplorerWidget(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = self.widget()._repr_mimebundle_()
+        data["text/plain"] = repr(self)
+        return data
+
+    def __repr__(self) -> str:
+        sweep = ", ".join(f"{k} in {v!r}" for k, v in self.params.items())
+        return f"Explorer({self.name}: {sweep}; {len(self.trials)} settings tried)"
+
+    def panel(self):
+        """The explorer as a panel app (``pn.Column``)."""
+        import panel as pn
+        start = self.default()
+        sliders = {k: pn.widgets.DiscreteSlider(name=k, options=v, value=start[k])
+                   for k, v in self.params.items()}
+        status = pn.pane.HTML("", sizing_mode="stretch_width")
+        sbuf = pn.pane.PNG(None, sizing_mode="scale_width", max_width=900)
+        timeline = pn.pane.PNG(None, sizing_mode="scale_width", max_width=1100)
+        table = pn.pane.HTML("", sizing_mode="stretch_width")
+
+        def update(*_):
+            trial = self.evaluate(**{k: s.value for k, s in sliders.items()})
+            status.object = self.status_html(trial)
+            sbuf.object, timeline.object = self.images(trial)
+            table.object = self.table_html()
+        for s in sliders.values():
+            s.param.watch(update, "value")
+        update()
+        return pn.Column(pn.pane.Markdown(f"## Tile-allocation explorer: `{self.name}`"),
+                         pn.Row(*sliders.values()), status,
+                         pn.Tabs(("SBUF", sbuf), ("Timeline", timeline)),
+                         pn.pane.Markdown("### Settings tried"), table,
+                         sizing_mode="stretch_width")
+
+
+class ExplorerWidget:
+    """ipywidgets view of an :class:`Explorer`.
+
+    Attributes:
+        explorer: the Explorer.
+        sliders: ``{name: SelectionSlider}``.
+        status: ``HTML`` with the latency or the reason (red).
+        sbuf: ``Image`` of the SBUF occupancy map.
+        timeline: ``Image`` of the timeline.
+        table: ``HTML`` table of the settings tried.
+        box: the ``VBox`` that holds them.
+    """
+
+    def __init__(self, explorer: Explorer):
+        import ipywidgets as W
+        self.explorer = explorer
+        start = explorer.default()
+        self.sliders = {k: W.SelectionSlider(options=v, value=start[k], description=k,
+                                             continuous_update=False)
+                        for k, v in explorer.params.items()}
+        self.status = W.HTML()
+        self.sbuf = W.Image(format="png")
+        self.timeline = W.Image(format="png")
+        self.table = W.HTML()
+        tabs = W.Tab(children=[self.sbuf, self.timeline])
+        tabs.titles = ("SBUF", "Timeline")
+        self.box = W.VBox([W.HBox(list(self.sliders.values())), self.status, tabs,
+                           W.HTML("<b>Settings tried</b>"), self.table])
+        for s in self.sliders.values():
+            s.observe(self.update, "value")
+        self.update()
+
+    def update(self, _change=None) -> Trial:
+        """Evaluate the sliders' setting and refresh every view."""
+        trial = self.explorer.evaluate(**{k: s.value for k, s in self.sliders.items()})
+        self.status.value = self.explorer.status_html(trial)
+        self.sbuf.value, self.timeline.value = self.explorer.images(trial)
+        self.table.value = self.explorer.table_html()
+        return trial
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = self.box._repr_mimebundle_(**kwargs)
+        data["text/plain"] = repr(self.explorer)
+        return data
+
+
+def explore(kernel, args=(), params=None, *, kwargs=None, grid=None, target=None) -> Explorer:
+    """Explore a kernel's compile-time constants with sliders.
+
+    Args:
+        kernel: an ``@nki.jit`` kernel or kernel function.
+        args: its positional arguments (arrays or ``nt.tensor`` placeholders; only shapes and
+            dtypes matter: settings are traced and timed, not simulated).
+        params: ``{name: [values, ...]}`` keyword parameters to sweep.
+        kwargs: other keyword arguments, fixed.
+        grid: launch grid.
+        target: platform target.
+
+    Returns:
+        Explorer (displays as the widget).
+    """
+    return Explorer(kernel, args, params, kwargs, grid, target)
+
+
+def serve(explorer: Explorer, port: int = 5006, show: bool = False, **kwargs):
+    """Serve ``explorer.panel()`` with panel on 127.0.0.1 (blocks until stopped).
+
+    Args:
+        explorer: the Explorer.
+        port: TCP port.
+        show: open a browser.
+        **kwargs: passed to ``panel.serve``.
+    """
+    import panel as pn
+    origins = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    return pn.serve(explorer.panel, address="127.0.0.1", port=port, show=show,
+                    websocket_origin=origins, title=f"nki-workbench explore {explorer.name}",
+                    **kwargs)

@@ -1,0 +1,40 @@
+"""Shared fixtures of the notebook-layer tests: one IPython shell with the extension loaded."""
+
+import warnings
+
+import numpy as np
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+ADD_CELL = '''
+from neuronxcc import nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_exp(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        u = nl.load(b[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.exp(t) + u)
+    return out
+'''
+
+
+@pytest.fixture(scope="session")
+def ip():
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "nki_workbench")
+    rng = np.random.default_rng(7)
+    shell.user_ns["x"] = rng.standard_normal((256, 512)).astype(np.float32)
+    shell.user_ns["y"] = rng.standard_normal((256, 512)).astype(np.float32)
+    yield shell
+    shell.run_line_magic("unload_ext", "nki_workbench")
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fallback_warning():
+    # why: every kernel here runs on the trn1 fallback target; its warning is expected
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unable to read MLA target")
+        yield
