@@ -11,7 +11,7 @@ Public face (each name is imported on first use, so ``import nki_workbench`` sta
 * ``report_html(inspections)`` — one self-contained HTML page (the CLI's ``report``)
 """
 
-_LAZY = {"compare": "compare", "Comparison": "compare", "explore": "explorer",
+_LAZY = {"compare": "comparison", "Comparison": "comparison", "explore": "explorer",
          "Explorer": "explorer", "Trial": "explorer", "Inspector": "inspector",
          "MIME_TYPE": "mime", "mimebundle": "mime", "report_html": "report",
          "SimulationProgress": "progress", "CheckResult": "check"}

@@ -229,7 +229,7 @@ class Explorer:
         """The explorer as a panel app (``pn.Column``)."""
         import panel as pn
         start = self.default()
-        sliders = {k: pn.widgets.DiscreteSlider(name=k, options=v, value=start[k])
+        sliders = {k: pn.widgets.DiscreteSlider(label=k, options=v, value=start[k])
                    for k, v in self.params.items()}
         status = pn.pane.HTML("", sizing_mode="stretch_width")
         sbuf = pn.pane.PNG(None, sizing_mode="scale_width", max_width=900)

@@ -125,8 +125,13 @@ def _last_function(code: str) -> str | None:
     return names[-1] if names else None
 
 
-def _cell_error(exc: BaseException, filename: str, lines: list) -> NkiCellError:
-    """Turn any failure into a short NkiCellError naming the cell line."""
+def _cell_error(exc: BaseException, filename: str, lines: list, offset: int = 1
+                ) -> NkiCellError:
+    """Turn any failure into a short NkiCellError naming the cell line.
+
+    ``lines`` is the executed code; ``offset`` turns its line numbers into the notebook cell's
+    (the ``%%nki`` line is line 1 there, plus any blank lines IPython dropped).
+    """
     line = None
     if isinstance(exc, NkiError) and exc.loc and exc.loc.startswith(filename):
         line = int(exc.loc.rsplit(":", 1)[1])
@@ -137,10 +142,11 @@ def _cell_error(exc: BaseException, filename: str, lines: list) -> NkiCellError:
     if line is None and isinstance(exc, SyntaxError) and exc.filename == filename:
         line = exc.lineno
     source = lines[line - 1].strip() if line and 0 < line <= len(lines) else None
+    shown = line + offset if line else None
     if isinstance(exc, NkiError):
-        return NkiCellError(exc.code, exc.msg, None if line else exc.loc, exc.hint, line,
+        return NkiCellError(exc.code, exc.msg, None if line else exc.loc, exc.hint, shown,
                             source)
-    return NkiCellError(None, f"{type(exc).__name__}: {exc}", None, None, line, source)
+    return NkiCellError(None, f"{type(exc).__name__}: {exc}", None, None, shown, source)
 
 
 @magics_class
@@ -199,11 +205,13 @@ class NkiMagics(Magics):
         code = self.shell.transform_cell(cell)
         filename = _cell_filename(cell)
         lines = code.splitlines()
+        # why: IPython drops leading blank lines; errors name the line the user sees
+        offset = 1 + max(0, len(cell.splitlines()) - len(lines))
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
             exec(compile(code, filename, "exec"), ns)  # noqa: S102 - the user's own cell
         except Exception as exc:
-            raise _cell_error(exc, filename, lines) from exc
+            raise _cell_error(exc, filename, lines, offset) from exc
         name = opts.kernel or _last_function(code)
         if name is None:
             raise UsageError("the cell defines no function: define the kernel in the cell or "
@@ -225,7 +233,7 @@ class NkiMagics(Magics):
                 run_check(insp, opts.check, {**ns, **self._by_parameter(kernel, args, kwargs)},
                           opts.atol, opts.rtol)
         except Exception as exc:
-            raise _cell_error(exc, filename, lines) from exc
+            raise _cell_error(exc, filename, lines, offset) from exc
         ns[opts.out] = insp
         if opts.quiet:
             return None

@@ -85,8 +85,11 @@ def row_tiles(a):
 
 
 def bad_writes_input(a):
-    nl.store(a, nl.load(a))
-    return nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    nl.store(a, t)
+    nl.store(out, t)
+    return out
 
 
 ADD = nki.jit(add, mode="jax", platform_target="trn1")
@@ -181,6 +184,10 @@ def test_multi_output_and_legacy_output_argument_lowering():
     cfg = _config_of(line)
     assert cfg["kernel_return"] is False
     assert [d["name"] for d in cfg["serialize_dims"]["inputs"]] == ["a", "out"]
+    both = jax.jit(lambda x: ADD(x, x)).trace(a).lower(lowering_platforms=("neuron", "cpu"))
+    text = both.as_text()  # a platform switch: the custom call, or the simulator callback
+    assert "stablehlo.case" in text and _custom_calls(text)
+    assert "xla_ffi_python_cpu_callback" in text
 
 
 def test_inspection_custom_call_jax_is_the_neuron_lowering():
@@ -367,3 +374,27 @@ def test_kernel_errors_reach_the_user():
         ADD(a)
     with pytest.raises(NkiError, match="err_nki_param_not_hashable"):
         AXPY(a, a, [1.0])
+
+
+def reads_unwritten(a):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.sbuf)
+    t[:, 0:64] = nl.load(a[:, 0:64])
+    nl.store(out, nl.matmul(t, t, transpose_x=True))  # reads the unwritten half
+    return out
+
+
+def test_simulator_diagnostics_reach_the_user():
+    from nki_workbench import SimParams, UninitializedReadWarning
+    a = jnp.ones((128, 128))
+    warn_k = nki.jit(reads_unwritten, mode="jax")
+    with pytest.warns(UninitializedReadWarning, match="nothing wrote"):
+        out = jax.jit(lambda x: warn_k(x))(a)
+        out.block_until_ready()
+    assert np.isnan(np.asarray(out)).any()
+    strict = nki.jit(reads_unwritten, mode="jax", sim_params=SimParams(uninitialized="error"))
+    with pytest.raises(NkiError, match="wb_uninitialized_read"):
+        strict(a)                                       # eager: the simulator's own error
+    with pytest.raises(Exception, match=r"wb_uninitialized_read[\s\S]*test_jax.py") as e:
+        jax.jit(lambda x: strict(x))(a).block_until_ready()
+    assert type(e.value).__name__ == "JaxRuntimeError"  # jit: XLA wraps the callback's error

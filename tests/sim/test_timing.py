@@ -231,6 +231,7 @@ def test_summary_roofline_perfetto_and_plot(tmp_path):
     assert r["ridge"] == pytest.approx(T1.peak_flops() / 272e9)
     assert 0 < r["mfu"] < 1 and r["bound"] in ("compute", "memory")
     assert "Tensor" in tl.report() and tl.tracks()[0] == "q0"
+    assert json.loads(json.dumps(s, allow_nan=False))["roofline"]["flops"] == r["flops"]
     trace = tl.to_perfetto()
     check_trace_events(trace)
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]

@@ -263,3 +263,49 @@ def test_every_assumption_named_in_the_tables_exists():
                                                         "class CostTarget")].splitlines():
         if line.strip().startswith('"') and ": (" in line and not line.endswith("("):
             assert "hw §" in line or "assume:" in line or "#" in line, line
+
+
+# ------------------------------------------------------------------ the remaining rows
+F512 = [D("x", (128, 512)), D("y", (128, 512)), D("o", (128, 512)), D("r", (128, 1)),
+        D("i", (128, 16), "int32"), D("h", (128, 512), "float32", "hbm")]
+
+
+@pytest.mark.parametrize("op, outs, ins, attrs, want", [
+    ("nc_stream_shuffle", ["o"], ["x"], {}, 512),
+    ("range_select", ["o"], ["x", "r", "r"], {}, 512),
+    ("select_reduce", ["o"], ["x", "y", Scalar(0.0)], {}, 1024),  # both SBUF: 2N
+    ("select_reduce", ["o", "r"], ["x", "y", Scalar(0.0)], {}, 1024 + 64),
+    ("nc_find_index8", ["r"], ["x", "y"], {}, 512),
+    ("tensor_partition_reduce", ["o"], ["x"], {}, 150 + 512),
+    ("sequence_bounds", ["o"], ["x"], {}, 150 + 512),
+    ("builtin_custom_op", ["o"], ["x"], {}, 150 + 512),
+    ("softmax", ["o"], ["x"], {}, 512 + 512 + (512 + 64) + 512),
+    ("rms_norm", ["o"], ["x", "y"], {}, (512 + 64) + 64 + 512 + 1024),
+    ("mean", ["r"], ["x"], {}, 512 + 64),
+    ("var", ["r"], ["x"], {}, 512 + 64),  # one bn_stats chunk + bn_aggr floor
+    ("where", ["o"], ["x", "y", "x"], {}, 1024),
+    ("copy", ["o"], ["x"], {}, 512),
+    ("broadcast_to", ["o"], ["r"], {}, 512),  # N of the output
+    ("random_seed", [], [Scalar(1)], {}, 150),
+    ("gather_flattened", ["o"], ["x", "i"], {}, 150 + 256 / 8),  # C = (32/4)/1
+    ("loop_reduce", ["o"], ["o", "x"], {"acc": "add"}, 1024),
+])
+def test_remaining_formulas(op, outs, ins, attrs, want):
+    assert cycles(op, outs, ins, F512, **attrs) == pytest.approx(want)
+
+
+def test_collective_and_simulation_only_rows():
+    p = P("all_reduce", ["o"], ["x"], F512)
+    ns = 2 * 1300 + 128 * 512 * 4 / 272  # assume:collective
+    assert p.engine == "sync" and p.ns == pytest.approx(ns)
+    d = P("device_print", [], ["x"], F512)
+    assert d.engine == "none" and d.ns == 0
+
+
+def test_dma_transpose_priced_as_copy_times_rate():
+    decls = {d.name: d for d in [D("a", (128, 128), "float32", "hbm"), D("t", (128, 128))]}
+    plain = C.price(I("load", ["t"], ["a"]), decls)
+    tr = C.price(I("load_transpose2d", ["t"], ["a"]), decls)
+    assert tr.ns == pytest.approx(plain.ns * 8)  # 1/8 rate on trn1 (assume:dma_transpose_v2)
+    assert C.price(I("load_transpose2d", ["t"], ["a"]), decls, "trn2").ns == pytest.approx(
+        C.price(I("load", ["t"], ["a"]), decls, "trn2").ns / 0.9)

@@ -241,10 +241,14 @@ def run_on_host(dumped: DumpedConfig, arrays, params=None) -> list:
             for n in k.outputs]
 
 
+def _sim_params(trace: JaxTraceResult):
+    return getattr(trace.kernel, "sim_params", None)
+
+
 def _impl(*args, trace: JaxTraceResult):
     """Eager call (no jit): simulate on the host now."""
     dumped = trace.dump()
-    outs = run_on_host(dumped, [np.asarray(a) for a in args])
+    outs = run_on_host(dumped, [np.asarray(a) for a in args], _sim_params(trace))
     return [jnp.asarray(o) for o in outs]
 
 
@@ -296,11 +300,18 @@ class JAXKernel(FrameworkKernel):
         func_name: name in the config (default ``func.__name__``).
         grid: SPMD launch grid.
         enable_cache: keep traces per specialisation.
+        sim_params: :class:`~nki_workbench.SimParams` of the simulator runs on cpu/gpu (not a
+            compile option: it is not part of the config).
         **kwargs: compile options (``platform_target``, ``additional_compile_opt``, ...).
     """
 
+    def __init__(self, func, func_name=None, grid=None, enable_cache=True, sim_params=None,
+                 **kwargs):
+        super().__init__(func, func_name, grid, enable_cache, **kwargs)
+        self.sim_params = sim_params
+
     def is_framework_tensor(self, t) -> bool:
-        """jax arrays (``jax.Array``, ``ArrayImpl``) and tracers."""
+        """Whether ``t`` is a JAX array (``jax.Array``, ``ArrayImpl``) or tracer."""
         return _is_jax_tensor(t)
 
     def map_framework_tensor(self, t) -> tuple:
@@ -333,8 +344,9 @@ class JAXKernel(FrameworkKernel):
         index = iter(range(len(leaves)))
         template = _bound_with(bound, lambda v: is_tensor_like(v, self.is_framework_tensor),
                                lambda v: _Leaf(next(index)))
+        # why: specs from the arguments as given (jnp.asarray would turn float64 into float32)
+        specs = tuple(_spec(v.shape, v.dtype) for _, v in leaves)
         operands = [v if _is_jax_tensor(v) else jnp.asarray(v) for _, v in leaves]
-        specs = tuple(_spec(o.shape, o.dtype) for o in operands)
         target = resolve_platform_target(self.opts.platform_target, warn=False)
         key = (tuple((n, _freeze(v)) for n, v in template.arguments.items()), specs, target)
         # why: JAX caches abstract evaluation per (equal) params, so an equal but new instance
@@ -441,18 +453,18 @@ def with_vjp(kernel, bwd):
     any ``jax.custom_vjp`` function.
 
     Args:
-        kernel: a kernel callable with jax arrays (``nki.jit(..., mode="jax")``, a
-            :class:`JAXKernel`, or a plain kernel function, which is wrapped with
-            :func:`nki_call`).
+        kernel: a :class:`JAXKernel`, an ``@nki.jit`` kernel or a plain kernel function (the
+            latter two are called through :func:`nki_call` unless their mode is ``"jax"``).
         bwd: ``bwd(args: tuple, out, g) -> tuple`` of one cotangent per argument.
 
     Returns:
         A function with the kernel's calling convention, differentiable with ``jax.grad``.
     """
-    call = kernel if isinstance(kernel, (JAXKernel, GenericKernel)) else \
-        functools.partial(nki_call, kernel)
+    direct = isinstance(kernel, JAXKernel) or (isinstance(kernel, GenericKernel)
+                                                and kernel.mode == "jax")
+    call = kernel if direct else functools.partial(nki_call, kernel)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def build(static: tuple, n: int):
         def fwd_only(*args):
             return call(*args)

@@ -33,7 +33,15 @@ from jax.interpreters import mlir
 from ..encode import DumpedConfig
 from ..errors import NkiError
 from ..inspection import register_custom_call
-from .jax import TRACE_COUNTER, JaxTraceResult, _dumped_in_specs, _spec, nki_call_p, run_on_host
+from .jax import (
+    TRACE_COUNTER,
+    JaxTraceResult,
+    _dumped_in_specs,
+    _sim_params,
+    _spec,
+    nki_call_p,
+    run_on_host,
+)
 
 __all__ = ["TARGET", "OP_NAME", "DONT_CACHE_ENV", "STALE_TRACE_MESSAGE", "StaleTraceError",
            "SIMULATOR_PLATFORMS", "lowering_config", "lower_for_neuron", "export_for_neuron",
@@ -103,14 +111,14 @@ def _neuron_rule(ctx, *args, trace: JaxTraceResult):
     return results
 
 
-def _host_callback(dumped: DumpedConfig, *arrays):
-    return run_on_host(dumped, arrays)
+def _host_callback(dumped: DumpedConfig, params, *arrays):
+    return run_on_host(dumped, arrays, params)
 
 
 def _host_rule(ctx, *args, trace: JaxTraceResult):
     dumped = lowering_config(ctx, trace)
     shapes = [jax.ShapeDtypeStruct(s, dt) for s, dt in trace.out_specs(dumped)]
-    callback = functools.partial(_host_callback, dumped)
+    callback = functools.partial(_host_callback, dumped, _sim_params(trace))
 
     def body(*xs):
         return jax.pure_callback(callback, shapes, *xs, vmap_method="sequential")

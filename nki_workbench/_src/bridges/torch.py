@@ -336,8 +336,14 @@ def _xla_custom_call(dumped, tensors) -> list:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def _call_kernel(kernel, args, kwargs):
-    """Trace (cached), run through the op or the XLA custom call, write in-place outputs back."""
+def _call_kernel(kernel, args, kwargs, eager: bool = True):
+    """Trace (cached), run through the op or the XLA custom call, write in-place outputs back.
+
+    Returns the kernel's outputs in its convention. Eager calls return a written argument
+    itself (``out is a``) and ``None`` for legacy kernels; compiled calls (``eager=False``)
+    return fresh tensors holding the same values, and ``()`` for legacy kernels, because a
+    ``nonstrict_trace``-d function can return neither inputs nor ``None``.
+    """
     torch = _torch()
     dumped = kernel.dump_config(*args, **kwargs)
     _, leaves = flatten_args(kernel.func, args, kwargs, hook=kernel.is_framework_tensor)
@@ -355,13 +361,14 @@ def _call_kernel(kernel, args, kwargs):
     if on_xla == {True}:
         outs = _xla_custom_call(dumped, tensors)
     else:
-        outs = kernel_call_op()(dumped.backend_config, tensors)
+        outs = list(kernel_call_op()(dumped.backend_config, tensors))
     for i, j in dumped.operand_output_aliases.items():
         tensors[i].copy_(outs[j])  # in place: the caller's tensor is the output buffer
-        outs[j] = tensors[i]
+        if eager:
+            outs[j] = tensors[i]
     returns = dumped.traced.returns
     if returns == "none":
-        return None
+        return None if eager else ()
     if returns == "single":
         return outs[0]
     return list(outs) if returns == "list" else tuple(outs)
@@ -434,7 +441,8 @@ class PyTorchXLAKernel(FrameworkKernel):
         if _torch().compiler.is_compiling():
             # one opaque node: dynamo does not trace the tracer, AOT autograd meets the op
             # (str(): the key as a plain constant; dynamo cannot guard on the marked result)
-            return _OPS["call"](str(_kernel_key(*self._spec)), args, kwargs)
+            out = _OPS["call"](str(_kernel_key(*self._spec)), args, kwargs)
+            return None if isinstance(out, tuple) and not out else out
         return _call_kernel(self, args, kwargs)
 
 
@@ -457,7 +465,7 @@ def _kernel_key(func, func_name, grid, enable_cache, options) -> str:
 
 
 def _call_registered(key: str, args, kwargs):
-    return _call_kernel(_KERNELS[key], args, kwargs)
+    return _call_kernel(_KERNELS[key], args, kwargs, eager=False)
 
 
 def nki_jit(func=None, **kwargs):
@@ -473,3 +481,5 @@ def nki_jit(func=None, **kwargs):
 
 register_mode("torchxla", PyTorchXLAKernel)
 register_custom_call("torchxla", _inspection_hlo)
+if "torch" in sys.modules:  # why: torch.compile may build the first kernel; the op must exist
+    kernel_call_op()

@@ -106,7 +106,6 @@ _TABLE: dict[str, tuple[Any, Any, Any]] = {
     ),  # sync: assume:sync_clock
     "pe_rows": (128, 128, 128),  # hw §0, §2.2 [A1][A2][A3]
     "pe_cols": (128, 128, 128),  # hw §0, §2.2
-    "lanes": (128, 128, 128),  # hw §2.1: 128 lanes (v3/v4 wider modes: perf_mode below)
     "vector_perf_modes": (False, True, True),  # hw §2.3 [A2]; v4: assume:perf_mode_n
     "scalar_16bit_2x": (False, False, True),  # hw §2.1 [A3] 256 BF16/FP16/FP8; assume:perf_mode_n
     "rand_values_per_cycle": (1, 1, 4),  # hw §2.3 [A3] XORWOW 4/lane/cycle; v2/v3 gpsimd_unpriced
@@ -142,7 +141,6 @@ class CostTarget:
         clock_ghz: clock per engine.
         pe_rows: TensorE PE-array rows (contraction lanes).
         pe_cols: TensorE PE-array columns.
-        lanes: lanes (partitions) of Vector/Scalar/GpSimd.
         vector_perf_modes: whether VectorE has the v3 2x/4x performance modes.
         scalar_16bit_2x: whether ScalarE doubles throughput for 16/8-bit data.
         rand_values_per_cycle: random values per lane per GpSimd cycle.
@@ -171,7 +169,6 @@ class CostTarget:
     clock_ghz: dict
     pe_rows: int
     pe_cols: int
-    lanes: int
     vector_perf_modes: bool
     scalar_16bit_2x: bool
     rand_values_per_cycle: int
@@ -696,8 +693,6 @@ def _nothing(v: OpView, t: CostTarget):
     return 0, "0 (simulation only)", {}, "not a device instruction"
 
 
-_ACT = _activation
-_MAXII = _maxii("N", src="hw §3 [ISA-old]")
 _GP = _plain(1, start=1, src="assume:gpsimd_unpriced")
 
 COSTS: dict[str, CostEntry] = {}
@@ -711,7 +706,7 @@ def _reg(names, engine: str, formula: Formula | None):
 # --- DMA (priced by dma_plan)
 _reg("load store load_transpose2d atomic_rmw dma_copy dma_transpose", "dma", None)
 # --- nki.isa instructions (hw §3 table, nki-api.md §4.3)
-_reg("activation activation_reduce", "scalar", _ACT)
+_reg("activation activation_reduce", "scalar", _activation)
 _reg("affine_select", "gpsimd", _plain(1, start=1, src="hw §3 affine_select [ISA-old]"))
 _reg("bn_stats", "vector", _maxii("N", src="hw §3 bn_stats [ISA-old]"))
 _reg("bn_aggr", "vector", _bn_aggr)
@@ -746,7 +741,8 @@ _reg("rand", "gpsimd", _rand)
 _reg("random_seed", "gpsimd", lambda v, t: (t.gpsimd_start, "GPSIMD_START", {},
                                             "assume:gpsimd_unpriced"))
 _reg("exp log sin arctan tanh sqrt rsqrt sigmoid relu gelu gelu_dx gelu_apprx_tanh "
-     "gelu_apprx_sigmoid silu silu_dx erf erf_dx softplus mish square sign abs", "scalar", _ACT)
+     "gelu_apprx_sigmoid silu silu_dx erf erf_dx softplus mish square sign abs", "scalar",
+     _activation)
 _reg("negative trunc floor ceil cos tan invert logical_not", "vector",
      _maxii("N", src="assume:nl_unary_vector"))
 _reg("add subtract multiply divide power maximum minimum mod fmod equal not_equal greater "
@@ -797,7 +793,8 @@ def dma_plan(inst: Inst, v: OpView, decls: dict, t: CostTarget) -> DmaPlan:
     transpose = inst.op in ("load_transpose2d", "dma_transpose")
     runs = []
     for x in hbm:
-        run = 1 if transpose else _contiguous_run(x, decls[x.tensor])
+        # why: a transpose is priced as the plain copy of the same data times its rate (eff)
+        run = per_part if transpose and parts else _contiguous_run(x, decls[x.tensor])
         if parts:
             run = min(run, per_part)
         runs.append(max(1, run))

@@ -215,20 +215,21 @@ class Timeline:
         Returns:
             dict with ``flops``, ``peak_flops_per_s`` (BF16 dense, hw §0), ``flops_per_s``,
             ``mfu`` (fraction of peak), ``dma_bytes``, ``peak_dma_bytes_per_s`` (hw §0),
-            ``dma_bytes_per_s``, ``dma_utilization``, ``arithmetic_intensity`` (FLOP/byte),
+            ``dma_bytes_per_s``, ``dma_utilization``, ``arithmetic_intensity`` (FLOP/byte;
+            ``None`` without DMA traffic),
             ``ridge`` (peak FLOP/s / peak bytes/s) and ``bound`` (``compute``/``memory``).
         """
         t, tot = self.target, (self.total_ns or 1.0) * 1e-9
         flops = sum(e.flops for e in self.events if e.engine == "tensor")
         nbytes = sum(e.bytes for e in self.events if e.engine == _DMA)
         pf, pb = t.peak_flops("bfloat16") * self.cores, t.peak_dma_bytes_per_s * self.cores
-        ai = flops / nbytes if nbytes else math.inf
+        ai = flops / nbytes if nbytes else None  # why: None, not inf, keeps the summary JSON
         ridge = pf / pb
         return {"flops": flops, "peak_flops_per_s": pf, "flops_per_s": flops / tot,
                 "mfu": flops / tot / pf, "dma_bytes": nbytes, "peak_dma_bytes_per_s": pb,
                 "dma_bytes_per_s": nbytes / tot, "dma_utilization": nbytes / tot / pb,
                 "arithmetic_intensity": ai, "ridge": ridge,
-                "bound": "compute" if ai >= ridge else "memory"}
+                "bound": "compute" if ai is None or ai >= ridge else "memory"}
 
     def critical_path(self) -> list:
         """The chain of events that decided the end time, first to last.
@@ -282,8 +283,9 @@ class Timeline:
         lines.append(f"TensorE {r['flops_per_s'] / 1e12:.2f} / {r['peak_flops_per_s'] / 1e12:.1f}"
                      f" TFLOP/s ({r['mfu']:.1%}); DMA {r['dma_bytes_per_s'] / 1e9:.1f} / "
                      f"{r['peak_dma_bytes_per_s'] / 1e9:.0f} GB/s ({r['dma_utilization']:.1%}); "
-                     f"intensity {r['arithmetic_intensity']:.1f} vs ridge {r['ridge']:.1f} FLOP/B"
-                     f" -> {r['bound']}-bound; busiest engine {s['critical_engine']}")
+                     f"intensity {r['arithmetic_intensity'] or 0:.1f} vs ridge "
+                     f"{r['ridge']:.1f} FLOP/B -> {r['bound']}-bound; busiest engine "
+                     f"{s['critical_engine']}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

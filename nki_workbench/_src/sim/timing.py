@@ -2,20 +2,22 @@
 
 Pipeline:
   1. **Stream.** :class:`~.interp.Program` runs the kernel (zeros unless inputs are given) with an
-     observer that sees every executed instruction with its loop-variable values; each one is
-     turned into a record: the static price (:func:`~..hw.cost.price`, computed once per IR
-     instruction) and the exact regions it reads and writes (one ``(start, step, count)`` triple
-     per tensor dimension, run-time indices evaluated on the simulated data).
+     observer that sees every executed instruction with its loop-variable values; when no index
+     is read from data, the same stream comes from walking the loops without numerics (the
+     default then; ``simulate=True`` forces the simulator). Each instruction becomes a record:
+     the static price (:func:`~..hw.cost.price`, computed once per IR instruction) and the
+     exact regions it reads and writes (one ``(start, step, count)`` triple per tensor
+     dimension, run-time indices evaluated on the simulated data).
   2. **Schedule.** Records are placed in program order. Each compute engine runs its own
      instructions in order; DMAs go round-robin to the core's 16 queues and occupy the DMA
      engines that serve their partitions. An instruction starts when its engine (or queue and DMA
      engines) is free, when every RAW / WAR / WAW predecessor on an overlapping region of the
      same tile instance has finished (plus the semaphore latency), when its PSUM banks are
      released by the previous accumulation group, and when a shared port (hw §1.3) is free.
-  3. **Timeline.** Events (engine or queue, start/end ns, opcode, operands, bytes, FLOPs, kernel
-     line, loop indices, the formula that priced it, and what it waited for), with per-engine
-     busy time, a roofline summary, the critical path, a matplotlib Gantt chart and a Perfetto
-     (Chrome trace-event JSON) export.
+  3. **Timeline** (:mod:`.perfetto`). Events (engine or queue, start/end ns, opcode,
+     operands, bytes, FLOPs, kernel line, loop indices, the formula that priced it, and what
+     it waited for), with per-engine busy time, a roofline summary, the critical path, a
+     matplotlib Gantt chart and a Perfetto (Chrome trace-event JSON) export.
 
 Every figure comes from :mod:`..hw.cost`; the named assumptions there (``ASSUMPTIONS``) say
 where public facts end.
@@ -189,7 +191,9 @@ class _Static:
         self.ports = _ports(self, decls, t)
         both = self.writes + self.reads  # the order of a record's ``writes + reads``
         self.psum = tuple((i, a.psum_bytes) for i, a in enumerate(both) if a.psum_bytes)
-        self.part = next(((i, a.par_dim) for i, a in enumerate(both) if a.on_chip), None)
+        nw = len(self.writes)  # why: (writes or reads, index, partition dim) of the tile side
+        self.part = next(((i < nw, i if i < nw else i - nw, a.par_dim)
+                          for i, a in enumerate(both) if a.on_chip), None)
 
 
 def _ports(s: _Static, decls, t: CostTarget) -> tuple:
@@ -541,8 +545,8 @@ class _Sched:
         if plan.partitions:
             p0 = 0
             if s.part is not None:
-                i, d = s.part
-                p0 = (rec.writes + rec.reads)[i][1][d][0]
+                w, i, d = s.part
+                p0 = (rec.writes if w else rec.reads)[i][1][d][0]
             ppe = t.partitions_per_dma_engine
             e0 = min(p0 // ppe, t.dma_engines - 1)
             e1 = min(t.dma_engines, (p0 + plan.partitions - 1) // ppe + 1)

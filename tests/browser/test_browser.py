@@ -1,0 +1,211 @@
+"""Real-browser test: JupyterLab + %%nki + the Inspector, and the panel explorer app.
+
+Playwright for Python drives Debian's chromium (``/usr/bin/chromium``; never a downloaded
+browser). ``make test`` installs chromium with apt when it is missing. Screenshots go to
+``tests/artifacts/`` (git-ignored).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install -y chromium "
+                       "(make test does it)"),
+    pytest.mark.timeout(280),
+]
+
+ARTIFACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "artifacts")
+TOKEN = "nkiw-browser-test"
+BIN = os.path.dirname(sys.executable)
+
+SETUP = """%load_ext nki_workbench
+import numpy as np
+rng = np.random.default_rng(0)
+x = rng.standard_normal((256, 512)).astype(np.float32)
+y = rng.standard_normal((256, 512)).astype(np.float32)"""
+
+KERNEL = '''%%nki --args x,y --check "np.exp(a) + b"
+from neuronxcc import nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def add_exp(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        u = nl.load(b[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.exp(t) + u)
+    return out'''
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc, timeout: float = 90.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not come up in {timeout} s")
+
+
+def _notebook(path: str) -> None:
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
+              "outputs": [], "source": src} for i, src in enumerate((SETUP, KERNEL))]
+    nb = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                      "language": "python"}}}
+    with open(path, "w") as f:
+        json.dump(nb, f)
+
+
+def _env(tmp: str) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    for var, sub in (("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"),
+                     ("IPYTHONDIR", "ipy")):
+        env[var] = os.path.join(tmp, sub)
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
+def _stop(proc) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _launch(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=[
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+
+
+def _drag(page, handle, dx: float) -> None:
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + dx / 2, y, steps=5)
+    page.mouse.move(x + dx, y, steps=5)
+    page.mouse.up()
+
+
+def _wait_changed(get, before, timeout_s: float = 90.0):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        now = get()
+        if now and now != before:
+            return now
+        time.sleep(0.25)
+    raise AssertionError("the image did not change")
+
+
+def test_jupyterlab_inspector_renders_and_timeline_slider_redraws():
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="nkiw-lab-")
+    nbdir = os.path.join(tmp, "nbs")
+    os.makedirs(nbdir)
+    _notebook(os.path.join(nbdir, "inspector.ipynb"))
+    port = _free_port()
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={nbdir}", "--allow-root",
+         "--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True",
+         f"--LabApp.workspaces_dir={os.path.join(tmp, 'ws')}"],
+        env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/api/status?token={TOKEN}", lab)
+        with playwright.sync_playwright() as p:
+            browser = _launch(p)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/lab/tree/inspector.ipynb?token={TOKEN}")
+            page.wait_for_selector(".jp-Notebook", timeout=90_000)
+            page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            tabs = page.locator(".jp-OutputArea-output .widget-tab .lm-TabBar-tab")
+            tabs.filter(has_text="HLO").wait_for(timeout=120_000)
+            titles = [t.strip() for t in tabs.all_inner_texts()]
+            assert titles == ["Summary", "Config", "IR", "SBUF", "PSUM", "Timeline", "HLO"]
+            assert "max error" in page.locator(".widget-tab").inner_text()
+            page.screenshot(path=os.path.join(ARTIFACTS, "lab_inspector.png"))
+
+            tabs.filter(has_text="IR").click()
+            page.locator(".nkiw-ir >> visible=true").wait_for(timeout=30_000)
+            tabs.filter(has_text="Timeline").click()
+            img = page.locator(".widget-tab img.widget-image >> visible=true").first
+            img.wait_for(timeout=30_000)
+            before_src = img.get_attribute("src")
+            before_png = img.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_before.png"))
+            handles = page.locator(".widget-tab .noUi-handle >> visible=true")
+            assert handles.count() == 2  # the zoom window's two ends
+            slider = page.locator(".widget-tab .noUi-target >> visible=true").first
+            _drag(page, handles.nth(1), -0.5 * slider.bounding_box()["width"])
+            _wait_changed(lambda: img.get_attribute("src"), before_src)
+            time.sleep(0.5)
+            after_png = img.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_after.png"))
+            assert after_png != before_png
+            page.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_zoomed.png"))
+            browser.close()
+    finally:
+        _stop(lab)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_panel_explorer_app_slider_reevaluates():
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    port = _free_port()
+    tmp = tempfile.mkdtemp(prefix="nkiw-panel-")
+    app = subprocess.Popen([sys.executable, "-m", "nki_workbench.cli", "explore", "matmul",
+                            "--port", str(port)], env=_env(tmp), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/", app)
+        with playwright.sync_playwright() as p:
+            browser = _launch(p)
+            page = browser.new_page(viewport={"width": 1300, "height": 1100})
+            failed = []
+            page.on("requestfailed", lambda r: failed.append(r.url))
+            page.goto(f"http://127.0.0.1:{port}/")
+            handle = page.locator(".noUi-handle").first
+            handle.wait_for(timeout=90_000)
+            img = page.locator("img[src^='data:image/png']").first
+            img.wait_for(timeout=60_000)
+            before = img.get_attribute("src")
+            page.screenshot(path=os.path.join(ARTIFACTS, "panel_explorer_before.png"))
+            track = page.locator(".noUi-target").first.bounding_box()
+            _drag(page, handle, track["width"])  # TILE_N to its largest value (1024)
+            _wait_changed(lambda: img.get_attribute("src"), before)
+            # locators pierce Bokeh's shadow DOM (page.content() does not)
+            status = page.get_by_text("infeasible").first
+            status.wait_for(timeout=60_000)
+            assert "err_size_of_dimension_exceed_arch_limit" in status.inner_text()
+            page.screenshot(path=os.path.join(ARTIFACTS, "panel_explorer_after.png"))
+            assert not [u for u in failed if "127.0.0.1" not in u], failed
+            browser.close()
+    finally:
+        _stop(app)
+        shutil.rmtree(tmp, ignore_errors=True)

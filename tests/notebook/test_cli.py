@@ -1,0 +1,124 @@
+"""The nki-workbench CLI: report (HTML with IR and images, escaped), decode, --help."""
+
+import base64
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from nki_workbench import cli, inspect
+from nki_workbench.notebook import mime
+
+KERNEL_FILE = '''
+import nki_workbench.nki.language as nl
+from nki_workbench import nki
+
+SHAPES = "x=256x128:float32"
+
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.load(x[i * 128:(i + 1) * 128, :]) * 2.0)
+    return out
+'''
+
+
+@pytest.fixture()
+def kernel_file(tmp_path):
+    # a directory name with markup: it reaches the IR's locations, so the report must escape it
+    d = tmp_path / "<b>kernels&co"
+    d.mkdir()
+    f = d / "double.py"
+    f.write_text(KERNEL_FILE)
+    return f
+
+
+def _images(page):
+    return [base64.b64decode(m) for m in re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)",
+                                                     page)]
+
+
+def test_report_on_a_file_embeds_ir_and_images(kernel_file, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert cli.main(["report", str(kernel_file), "--kernel", "double", "--random",
+                     "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<b>kernels" not in page and "&lt;b&gt;kernels&amp;co/double.py" in page
+    for line in ("kernel double grid=()", "param x: hbm float32[256, 128] input"):
+        assert mime.esc(line) in page
+    imgs = _images(page)
+    assert len(imgs) == 3 and all(i.startswith(b"\x89PNG") for i in imgs)  # SBUF, PSUM, timeline
+    assert "PSUM" in page and "latency:" in page
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_report_is_deterministic(kernel_file, tmp_path):
+    a, b = tmp_path / "a.html", tmp_path / "b.html"
+    cli.main(["report", str(kernel_file), "-o", str(a)])
+    cli.main(["report", str(kernel_file), "-o", str(b)])
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_report_of_bundled_examples(tmp_path):
+    out = tmp_path / "demo.html"
+    assert cli.main(["report", "-o", str(out)]) == 0
+    page = out.read_text()
+    for name in ("tensor_add", "matmul_tiled", "softmax", "rmsnorm"):
+        assert f"kernel {name} grid=()" in page
+    # every example is simulated and checked against its numpy reference
+    assert page.count("check vs reference(*inputs): max error") == 4
+    assert page.count(": ok)") == 4
+    assert len(_images(page)) == 12
+
+
+def test_decode_string_file_and_hlo(tmp_path, capsys):
+    import nki_workbench.nki.language as nl
+
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.exp(nl.load(a)))
+        return out
+    insp = inspect(k, np.zeros((128, 64), np.float32), platform_target="trn2")
+    assert cli.main(["decode", insp.backend_config]) == 0
+    text = capsys.readouterr().out
+    assert mime.config_text(insp.config) in text and insp.ir.rstrip("\n") in text
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text(f'%c = f32[128,64] custom-call(f32[128,64] %p), custom_call_target='
+                   f'"AwsNeuronCustomNativeKernel", backend_config="{insp.backend_config}"\n')
+    assert cli.main(["decode", str(hlo), "--json"]) == 0
+    assert '"func_name": "k"' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        cli.main(["decode", "not base64 at all!"])
+    assert info.value.code == 2
+
+
+def test_errors_are_short(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["report", str(tmp_path / "missing.py")])
+    assert info.value.code == 2 and "no such kernel file" in capsys.readouterr().err
+    bad = tmp_path / "bad.py"
+    bad.write_text(KERNEL_FILE.replace("* 2.0)", "* 2.0)\n    nl.exp(nl.load(x[0:200, :]))"))
+    with pytest.raises(SystemExit) as info:
+        cli.main(["report", str(bad)])
+    err = capsys.readouterr().err
+    assert info.value.code == 1 and "err_num_partition_exceed_arch_limit" in err
+    assert "bad.py:13" in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["report", "--help"], ["explore", "--help"],
+                                  ["decode", "--help"]])
+def test_help_everywhere(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 0 and "usage: nki-workbench" in capsys.readouterr().out
+
+
+def test_console_script_runs():
+    exe = [sys.executable, "-m", "nki_workbench.cli", "--help"]
+    res = subprocess.run(exe, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "report" in res.stdout and "explore" in res.stdout
