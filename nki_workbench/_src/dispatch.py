@@ -172,6 +172,20 @@ def compute_mode(args, kwargs, mode):
     return _native_mode_map["baremetal"]
 
 
+def _off_neuron_policy(args, kwargs, cls):
+    """The workbench's one policy for machines without Neuron hardware (outside compute_mode).
+
+    ``compute_mode`` gives jax values to JAXKernel only on the "neuron" JAX platform, exactly
+    as NKI does; elsewhere NKI would pick BaremetalKernel, which cannot take a jax array or
+    tracer. Here a call with jax values then goes to JAXKernel, whose CPU/GPU lowering runs
+    the kernel in the simulator inside the JAX program.
+    """
+    for x in _leaves((tuple(args), dict(kwargs)), []):
+        if _root_module(x) in ("jax", "jaxlib"):
+            return _mode_class("jax")
+    return cls
+
+
 class GenericKernel:
     """A kernel function with its mode, launch grid and options (what ``@nki.jit`` returns).
 
@@ -236,7 +250,10 @@ class GenericKernel:
                                f"kernel '{self.func.__name__}' launched with a grid from inside "
                                "another kernel", hint="call the sub-kernel without a grid")
             return self.func(*args, **kwargs)
-        kernel = self.concrete(compute_mode(args, kwargs, self.mode))
+        cls = compute_mode(args, kwargs, self.mode)
+        if self.mode == "auto" and cls is _native_mode_map["baremetal"]:
+            cls = _off_neuron_policy(args, kwargs, cls)
+        kernel = self.concrete(cls)
         self._last = kernel
         return kernel(*args, **kwargs)
 

@@ -238,9 +238,11 @@ class Explorer:
 
         def update(*_):
             trial = self.evaluate(**{k: s.value for k, s in sliders.items()})
-            status.object = self.status_html(trial)
-            sbuf.object, timeline.object = self.images(trial)
-            table.object = self.table_html()
+            images, rows = self.images(trial), self.table_html()
+            with pn.io.hold():  # why: the browser gets status, images and table together
+                status.object = self.status_html(trial)
+                sbuf.object, timeline.object = images
+                table.object = rows
         for s in sliders.values():
             s.param.watch(update, "value")
         update()

@@ -79,8 +79,8 @@ def test_compiled_model_fullgraph_one_node_per_kernel_and_in_place_outputs():
     got = compiled(x, y, acc, out)
     want, want_acc, want_out = reference(x.numpy(), y.numpy(), np.zeros((128, 128), np.float32))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(acc.numpy(), want_acc, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(out.numpy(), want_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(acc.numpy(), want_acc, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out.numpy(), want_out, rtol=1e-4, atol=1e-4)
 
     (dynamo,) = graphs["dynamo"]
     calls = [n for n in dynamo.graph.nodes if n.op == "call_function"]
@@ -96,8 +96,8 @@ def test_compiled_model_fullgraph_one_node_per_kernel_and_in_place_outputs():
     got2 = compiled(y, x, acc2, out2)
     want2, want_acc2, want_out2 = reference(y.numpy(), x.numpy(), np.ones((128, 128), np.float32))
     np.testing.assert_allclose(got2.numpy(), want2, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(acc2.numpy(), want_acc2, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(out2.numpy(), want_out2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(acc2.numpy(), want_acc2, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out2.numpy(), want_out2, rtol=1e-4, atol=1e-4)
 
     # kernels first built inside the compiled region also work eagerly afterwards
     eager = add(x, y)

@@ -17,6 +17,9 @@ import urllib.request
 
 import pytest
 
+from nki_workbench.notebook import plots
+from nki_workbench.notebook._args import bind_arguments, parse_shapes
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytestmark = [
@@ -47,6 +50,17 @@ def add_exp(a, b):
         u = nl.load(b[i * 128:(i + 1) * 128, :])
         nl.store(out[i * 128:(i + 1) * 128, :], nl.exp(t) + u)
     return out'''
+
+
+def _infeasible_png() -> bytes:
+    from nki_workbench import examples
+    from nki_workbench.notebook.explorer import Explorer
+    mod = examples.load("matmul")
+    args, kwargs = bind_arguments(mod.matmul_tiled, [], parse_shapes(mod.SHAPES))
+    ex = Explorer(mod.matmul_tiled, args, mod.PARAMS, kwargs)
+    trial = ex.evaluate(TILE_N=1024, TILE_M=64)
+    assert not trial.feasible
+    return ex.images(trial)[0]
 
 
 def _free_port() -> int:
@@ -203,6 +217,12 @@ def test_panel_explorer_app_slider_reevaluates():
             status = page.get_by_text("infeasible").first
             status.wait_for(timeout=60_000)
             assert "err_size_of_dimension_exceed_arch_limit" in status.inner_text()
+            # the settings table gains the infeasible row (in red) with the same update
+            page.locator("table.nkiw-trials td", has_text="err_size_of_dimension").first \
+                .wait_for(timeout=60_000)
+            # and the image is the explorer's own (deterministic) infeasible-setting PNG
+            expected = plots.png_data_uri(_infeasible_png())
+            _wait_changed(lambda: img.get_attribute("src") == expected, False, 30.0)
             page.screenshot(path=os.path.join(ARTIFACTS, "panel_explorer_after.png"))
             assert not [u for u in failed if "127.0.0.1" not in u], failed
             browser.close()
