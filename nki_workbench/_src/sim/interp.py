@@ -731,8 +731,9 @@ class _Collective:
             if len(shapes) > 1:
                 raise NkiError(None, f"nl.all_reduce: programs {sorted(group)} passed tiles of "
                                f"different shapes {sorted(shapes)}", loc)
-            res = self.slots[group[0]].copy()
-            for q in sorted(group)[1:]:
+            order = sorted(group)  # why: a fixed reduction order gives reproducible rounding
+            res = self.slots[order[0]].copy()
+            for q in order[1:]:
                 res = binary(op, res, self.slots[q])
             self.barrier.wait()
             with self.lock:
