@@ -7,8 +7,8 @@ import pytest
 from nki_workbench._src.bridges.hlo import (
     ELEMENT_TYPES,
     ArrayShape,
-    HloBuildError,
     HloBuilder,
+    HloBuildError,
     TupleShape,
 )
 

@@ -12,6 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_hlo_builder import xla_parse  # noqa: E402
+
 import nki_workbench.nki.language as nl  # noqa: E402
 import nki_workbench.nki.typing as nt  # noqa: E402
 from nki_workbench import decode_backend_config, inspect, nki  # noqa: E402
@@ -30,8 +32,6 @@ from nki_workbench.torch import (  # noqa: E402
     nki_jit,
     translate_to_neuron_dtype,
 )
-
-from test_hlo_builder import xla_parse  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
@@ -354,3 +354,28 @@ def test_bad_arguments_name_the_problem():
     with pytest.raises(NkiError, match="float8_e4m3fn") as e:
         ADD(x, x)
     assert e.value.code == "wb_unsupported_dtype"
+
+
+def test_xla_path_hands_target_config_and_types_to_torch_xla(monkeypatch):
+    """The torch-xla call itself is untested (torch-xla cannot be installed here); this checks
+    what the bridge hands to torch-xla's custom-call helper."""
+    seen = {}
+
+    def stablehlo_custom_call(args, call_target, output_shapes, output_dtypes, **kw):
+        seen.update(args=args, target=call_target, shapes=output_shapes, dtypes=output_dtypes,
+                    **kw)
+        return [torch.empty(s, dtype=d) for s, d in zip(output_shapes, output_dtypes,
+                                                          strict=True)]
+    mod = types.ModuleType("torch_xla.experimental.stablehlo_custom_call")
+    mod.stablehlo_custom_call = stablehlo_custom_call
+    for name in ("torch_xla", "torch_xla.experimental"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "torch_xla.experimental.stablehlo_custom_call", mod)
+    a = _t(128, 8, dtype=torch.bfloat16)
+    dumped = PyTorchXLAKernel(exp_and_square, platform_target="trn1").dump_config(a)
+    outs = bridge._xla_custom_call(dumped, [a])
+    assert seen["target"] == "AwsNeuronNkiKernel"
+    assert seen["backend_config"] == dumped.backend_config
+    assert seen["shapes"] == [[128, 8], [128, 8]]
+    assert seen["dtypes"] == [torch.float32, torch.bfloat16]
+    assert seen["args"][0].dtype == torch.bfloat16 and len(outs) == 2

@@ -176,8 +176,7 @@ def to_numpy(t, nki_dtype) -> np.ndarray:
         arr = t.view(getattr(_torch(), np.dtype(bits).name)).numpy().view(view)
     else:
         arr = t.numpy()
-    store = D.storage_dtype(nki_dtype)
-    if arr.dtype == store and not D.name_of(nki_dtype) == "tfloat32":
+    if arr.dtype == D.canonical(nki_dtype):  # (tfloat32, stored as float32, is always rounded)
         return arr.copy()
     if arr.dtype == ml_dtypes.float8_e4m3fn:  # why: dtypes.cast reads NKI types; f32 is exact
         arr = arr.astype(np.float32)
