@@ -121,18 +121,24 @@ def _inputs(traced: Traced, func, args, kwargs):
     return arrays
 
 
-def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = None):
-    """Simulate an already traced kernel on concrete arguments."""
+def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = None,
+               backend: str | None = None):
+    """Simulate an already traced kernel on concrete arguments.
+
+    ``backend``: ``"numpy"`` (the interpreter), ``"jax"`` (the compiled program) or ``None``
+    (``NKI_WORKBENCH_SIM_BACKEND``, default numpy).
+    """
     arrays = _inputs(traced, func, args, kwargs)
     k = traced.kernel
     inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
-    outs = _program(traced).run(inputs, params)
+    outs = _program(traced).run(inputs, params, backend=backend)
     for hook in SIM_HOOKS:
         hook(traced, inputs, params, outs)
     return package_outputs(k, outs, arrays)
 
 
-def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, cache=None):
+def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, cache=None,
+             backend=None):
     """Trace (or reuse) and simulate ``func(*args, **kwargs)`` on numpy inputs.
 
     Returns:
@@ -140,7 +146,7 @@ def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, c
     """
     kwargs = kwargs or {}
     traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
-    return run_traced(traced, func, args, kwargs, params)
+    return run_traced(traced, func, args, kwargs, params, backend)
 
 
 # ----------------------------------------------------------------------------- compiler

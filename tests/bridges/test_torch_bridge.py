@@ -9,6 +9,8 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -113,6 +115,25 @@ def test_torch_dtype_map_in_full():
         translate_to_neuron_dtype(torch.float8_e4m3fn)
     with pytest.raises(NkiError, match="NKI has no complex types"):
         translate_to_neuron_dtype(torch.complex64)
+
+
+_SUPPORTED = sorted(k for k, v in TORCH_TO_NKI.items() if v is not None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(_SUPPORTED), seed=st.integers(0, 2**31 - 1),
+       shape=st.lists(st.integers(1, 5), min_size=1, max_size=3))
+def test_tensor_values_cross_into_the_simulator_and_back_bit_exactly(name, seed, shape):
+    bits = np.random.default_rng(seed).integers(0, 256, size=int(np.prod(shape)) * 8,
+                                                 dtype=np.uint8)
+    dt = getattr(torch, name)
+    raw = torch.from_numpy(bits[: int(np.prod(shape)) * dt.itemsize].copy())
+    src = raw.view(dt).reshape(shape) if name != "bool" else (raw.reshape(shape) & 1).bool()
+    arr = bridge.to_numpy(src, TORCH_TO_NKI[name])
+    assert arr.shape == tuple(shape) and arr.dtype == D.canonical(TORCH_TO_NKI[name])
+    back = bridge.to_torch(arr, TORCH_TO_NKI[name])
+    assert back.dtype == dt
+    assert torch.equal(back.view(torch.uint8), src.view(torch.uint8))  # NaN payloads too
 
 
 def test_dtype_override_table_from_the_environment(monkeypatch):

@@ -305,3 +305,17 @@ def test_input_errors_match_the_interpreter():
         jax_exec.run_compiled(k, {"a_input": a})
     with pytest.raises(NkiError, match="has shape"):
         jax_exec.run_compiled(k, {"a_input": a, "b_input": a[:64]})
+
+
+def test_simulate_kernel_backend_argument_selects_the_compiled_program():
+    import nki_workbench.nki.language as nl
+    from nki_workbench import nki
+
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.multiply(nl.load(a), 3.0))
+        return out
+
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a, backend="jax"), 3 * a)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a, backend="numpy"), 3 * a)
