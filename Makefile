@@ -45,6 +45,19 @@ test: install chromium
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 tests --ignore=tests/browser
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(MAKE) --no-print-directory nbval; \
 	else echo "no notebooks/*.ipynb: skipping nbval"; fi
+	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -p no:xdist -p no:cacheprovider tests/browser
+
+# Debian's chromium for tests/browser (Playwright drives it; never a downloaded browser).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+# One command shows a newcomer everything: an HTML report of the bundled example kernels.
+demo: install
+	mkdir -p artifacts
+	$(VENV)/bin/nki-workbench report -o artifacts/demo.html
+	@echo "open artifacts/demo.html in a browser"
 
 # Tutorials under nbval: 01 strict (every output compared, after the sanitizers), the others lax
 # (only cells marked `# NBVAL_CHECK_OUTPUT` are compared; every cell must still run).

@@ -8,7 +8,9 @@
   bridge emits; ``translate_to_neuron_dtype`` / ``TORCH_TO_NKI`` — the dtype map (overridden by
   ``NKI_WORKBENCH_TORCH_DTYPE_OVERRIDE``).
 
-Importing this module imports torch.
+Importing this module imports torch and defines the op. Import it before ``torch.compile``
+traces a kernel call: dynamo cannot import the bridge module itself in the middle of a trace
+(``nki.jit`` loads it lazily on the first eager call otherwise).
 """
 
 from ._src.bridges.hlo import ArrayShape, HloBuilder, HloModule, TupleShape

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import ADD_CELL
 from IPython.core.error import UsageError
+from nb_cells import ADD_CELL
 
 from nki_workbench import Inspection
 from nki_workbench.notebook.inspector import Inspector

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import ADD_CELL
+from nb_cells import ADD_CELL
 
 from nki_workbench import inspect
 from nki_workbench.notebook import mime, plots

@@ -123,7 +123,9 @@ def test_repr_is_deterministic_plain_text():
     a = inspect(softmax_rows, x, platform_target="trn1")
     b = inspect(softmax_rows, _f32(128, 64), platform_target="trn1")
     assert repr(a) == repr(b)
-    assert a._repr_mimebundle_() == {"text/plain": repr(a)}
+    bundle = a._repr_mimebundle_()  # text/plain adds the notebook layer's latency line
+    assert bundle["text/plain"].startswith(repr(a) + "\n  latency: ")
+    assert {"text/html", "application/vnd.nki-workbench.inspection+json"} <= set(bundle)
     text = repr(a)
     assert text.splitlines()[0] == "Inspection of kernel 'softmax_rows' on trn1, grid []"
     assert "inputs:  x float32[128, 64]" in text

@@ -23,6 +23,11 @@ Dtypes: :data:`TORCH_TO_NKI` maps torch dtypes to NKI dtypes; the environment va
 ``NKI_WORKBENCH_TORCH_DTYPE_OVERRIDE`` (``"float64=float32,float8_e4m3fn=float8_e4m3"``) adds
 or replaces entries, and values are then converted when they cross into the simulator.
 ``torch`` itself is imported only when a torch value is handled.
+
+``torch.compile``: dynamo inlines ``nki.jit``'s dispatch and this class's trivial constructor,
+gets a constant key for the kernel from :func:`_kernel_key` (``assume_constant_result``) and
+puts one ``nonstrict_trace`` call in the graph, which AOT autograd traces into the op. The
+bridge must be imported before the trace (``import nki_workbench.torch``, or one eager call).
 """
 
 from __future__ import annotations

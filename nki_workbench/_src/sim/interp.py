@@ -306,6 +306,12 @@ class Program:
             and inst.op not in _CROSS_LANE)
         reader = self
         rowwise = _rowwise(inst)
+        # why: a tile created by this instruction is dead when the instruction runs again (it is
+        # scoped to the loop body), so its float32 buffer can receive the new result
+        reuse = binds and len(outs) == 1 and outs[0][0].whole and \
+            outs[0][1].dtype == "float32" and res_dtype in (None, "float32")
+        out_name = outs[0][0].tensor if outs else None
+        out_shape0 = tuple(outs[0][1].shape) if outs else None
 
         def run(st):
             env = st.env
@@ -338,6 +344,12 @@ class Program:
                 else:
                     reader._uninit(st, inst, taints, loc)
             ex = Ex(inst, vals, sel, st, out_shapes, attrs)
+            if reuse:
+                prev = st.bufs.get(out_name)
+                if prev is not None and prev.data.shape == out_shape0 and \
+                        prev.data.dtype == np.float32 and prev.data.base is None and \
+                        not any(prev.data is v for v in vals):
+                    ex.out = prev.data
             result = fn(ex)
             if not outs:
                 return

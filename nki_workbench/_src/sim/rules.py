@@ -24,7 +24,7 @@ RULES: dict = {}
 class Ex:
     """What a rule sees: the instruction, input values, mask and interpreter state."""
 
-    __slots__ = ("inst", "ins", "mask", "state", "out_shapes", "out_sel", "attrs")
+    __slots__ = ("inst", "ins", "mask", "state", "out_shapes", "out_sel", "attrs", "out")
 
     def __init__(self, inst, ins, mask, state, out_shapes, attrs=None):
         self.inst = inst
@@ -34,6 +34,7 @@ class Ex:
         self.out_shapes = out_shapes
         self.out_sel = None
         self.attrs = dict(inst.attrs) if attrs is None else attrs
+        self.out = None  # a dead float32 tile of the output's shape a rule may compute into
 
     @property
     def out_shape(self):
@@ -110,7 +111,10 @@ ALU = {}  # canonical ALU name -> float32 binary function (shared with nki.isa)
 
 def _unary_rule(fn):
     def run(ex: Ex):
-        return _fresh(fn(f32(align(ex.ins[0], len(ex.out_shape)))), ex.out_shape, ex.ins)
+        x = f32(align(ex.ins[0], len(ex.out_shape)))
+        if ex.out is not None and isinstance(fn, np.ufunc) and x.shape == ex.out.shape:
+            return fn(x, out=ex.out)  # why: reusing the dead tile avoids a fresh allocation
+        return _fresh(fn(x), ex.out_shape, ex.ins)
     return run
 
 
@@ -166,11 +170,21 @@ def binary(op, a, b):
     return _ARITH[op](f32(a), f32(b))  # (the interpreter runs under np.errstate(all="ignore"))
 
 
+_COMPARE = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+            "logical_and", "logical_or", "logical_xor"}
+
+
 def _binary_rule(op):
+    fn = _ARITH.get(op)
+    reuse = isinstance(fn, np.ufunc) and op not in _COMPARE
+
     def run(ex: Ex):
         nd = len(ex.out_shape)
-        return _fresh(binary(op, align(ex.ins[0], nd), align(ex.ins[1], nd)), ex.out_shape,
-                      ex.ins)
+        a, b = align(ex.ins[0], nd), align(ex.ins[1], nd)
+        if reuse and ex.out is not None:
+            # why: computing into the dead tile avoids a fresh allocation (~10x on big tiles)
+            return fn(f32(a), f32(b), out=ex.out)
+        return _fresh(binary(op, a, b), ex.out_shape, ex.ins)
     return run
 
 
@@ -196,6 +210,9 @@ def _copy(ex):
             x = x.reshape(ex.out_shape)  # why: NKI matches elements per partition, not shapes
         else:
             x = align(x, len(ex.out_shape))
+    if ex.out is not None and isinstance(x, np.ndarray) and x.dtype == ex.out.dtype:
+        np.copyto(ex.out, np.broadcast_to(x, ex.out.shape))
+        return ex.out
     return _fresh(x, ex.out_shape, ex.ins)
 
 
