@@ -228,6 +228,9 @@ def test_hlo_tuple_results_aliasing_and_exclusion():
     xla_parse(only_s)
     with pytest.raises(NkiError, match="every output of kernel 'exp_and_square' is excluded"):
         build_hlo_module(pair, exclude=[0, 1])
+    with pytest.raises(NkiError, match=r"cannot exclude \['z'\]: kernel 'exp_and_square' has "
+                                       r"outputs e, s"):
+        build_hlo_module(pair, exclude=["z"])
 
     legacy = PyTorchXLAKernel(scale_into, platform_target="trn1").dump_config(
         _t(128, 8), torch.zeros(128, 8))

@@ -225,7 +225,12 @@ def build_hlo_module(dumped, *, name: str | None = None, exclude=()):
     cc = b.custom_call(CUSTOM_CALL_TARGET, params, TupleShape(tuple(outs)) if tupled else outs[0],
                        backend_config=dumped.backend_config, output_to_operand_aliasing=aliases,
                        name="custom-call")
-    dropped = {k.outputs.index(e) if isinstance(e, str) else int(e) for e in exclude}
+    names = {n: j for j, n in enumerate(k.outputs)} | {j: j for j in range(len(outs))}
+    unknown = [e for e in exclude if e not in names]
+    if unknown:
+        raise NkiError(None, f"cannot exclude {unknown!r}: kernel '{k.name}' has outputs "
+                       f"{', '.join(k.outputs)} (indices 0..{len(outs) - 1})")
+    dropped = {names[e] for e in exclude}
     kept = [j for j in range(len(outs)) if j not in dropped]
     if not kept:
         raise NkiError(None, f"every output of kernel '{k.name}' is excluded; an HLO module "
