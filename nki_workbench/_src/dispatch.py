@@ -31,6 +31,7 @@ import functools
 import importlib
 import importlib.util
 import os
+import sys
 
 from .encode import FRAMEWORK_CLASSES, FrameworkKernel
 from .errors import NkiError
@@ -208,6 +209,10 @@ class GenericKernel:
         self._kernels: dict = {}    # (class, grid) -> concrete kernel, shared by k[...] copies
         self._last = None
         functools.update_wrapper(self, func)
+        if mode in ("auto", "torchxla") and "torch" in sys.modules:
+            # why: torch.compile cannot import the bridge lazily inside a traced function, so a
+            # kernel's first call under compile would fail; the bridge is cheap to load now
+            _mode_class("torchxla")
 
     @property
     def platform_target(self):

@@ -85,6 +85,7 @@ class Inspection:
         self.backend_config = dumped.backend_config
         self.outputs = outputs
         self.not_simulated = not_simulated
+        self.inputs = None  # parameter name -> array of the simulated call (for the time model)
         self._slot_values: dict = {}
         self._config = None
 
@@ -275,4 +276,24 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
         result = vals[0]
     else:
         result = vals if traced.returns == "list" else tuple(vals)
-    return Inspection(dumped, result)
+    insp = Inspection(dumped, result)
+    insp.inputs = inputs
+    return insp
+
+
+def _timeline(insp):
+    # why: the time model runs on the call's own inputs, so run-time indices time correctly
+    from .sim.timing import timeline
+    return timeline(insp.kernel, inputs=insp.inputs)
+
+
+# The time model's views on an Inspection (issue 8): computed on first access.
+_SLOTS["timeline"] = _timeline
+for _name, _get in {"latency_us": lambda i: i.timeline.latency_us,
+                    "plot_timeline": lambda i: i.timeline.plot,
+                    "to_perfetto": lambda i: i.timeline.to_perfetto,
+                    "roofline": lambda i: i.timeline.roofline,
+                    "critical_path": lambda i: i.timeline.critical_path,
+                    "utilization": lambda i: i.timeline.utilization,
+                    "busy_ns": lambda i: i.timeline.busy_ns}.items():
+    register_slot(_name, _get)
