@@ -587,14 +587,14 @@ class ProfileKernel(BaremetalKernel):
         from .inspection import inspect as _inspect
         insp = _inspect(self.func, *args, grid=self.grid, platform_target=target,
                         simulate=False, **kwargs)
-        to_perfetto = getattr(insp, "to_perfetto", None)
-        if to_perfetto is None:
-            try:
+        try:
+            to_perfetto = getattr(insp, "to_perfetto", None)
+            if to_perfetto is None:
                 from .sim.timing import timeline
-            except ImportError:
-                warnings.warn("nki.profile: no Perfetto trace written (the time model is not "
-                              "part of this build)", NkiWarning, stacklevel=3)
-                return False
-            to_perfetto = timeline(insp.kernel).to_perfetto
+                to_perfetto = timeline(insp.kernel).to_perfetto
+        except ImportError:
+            warnings.warn("nki.profile: no Perfetto trace written (the time model is not "
+                          "part of this build)", NkiWarning, stacklevel=3)
+            return False
         to_perfetto(path)
         return True
