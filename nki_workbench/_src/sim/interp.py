@@ -78,13 +78,21 @@ class SimParams:
 class Buf:
     """A tensor's storage: ``data`` and which elements were written (``init``; None = all)."""
 
-    __slots__ = ("data", "init", "name", "stamp")
+    __slots__ = ("data", "init", "name", "stamp", "f32")
 
     def __init__(self, name, data, init=None):
         self.name = name
         self.data = data
         self.init = init
         self.stamp = None
+        self.f32 = None  # float32 copy of ``data`` kept for read-only low-precision buffers
+
+    def writable(self):
+        """Make ``data`` safe to write (copy-on-write of shared read-only views)."""
+        if not self.data.flags.writeable:
+            self.data = np.array(self.data)
+        self.f32 = None
+        return self.data
 
 
 def _poison(shape, dtype_name: str):
@@ -100,7 +108,7 @@ def _poison(shape, dtype_name: str):
 
 class _State:
     __slots__ = ("env", "bufs", "rng", "params", "shared", "races", "collective", "pid",
-                 "regs", "observer", "poison",
+                 "regs", "observer", "poison", "param_names",
                  "iter_id", "loop_lo", "iter_start")
 
     def __init__(self, params: SimParams, shared: dict, collective, pid: tuple):
@@ -112,6 +120,7 @@ class _State:
         self.collective = collective
         self.pid = pid
         self.regs = {}  # per-engine accumulator registers (nki.isa reduce_cmd state)
+        self.param_names = ()
         self.poison = shared.setdefault("__poison__", {})  # (tensor, line) of unwritten reads
         self.observer = None
         self.iter_id = 0
@@ -163,6 +172,7 @@ class Program:
         self.kernel = kernel
         self.decls = kernel.decls()
         self.carried = {}   # loop var -> names of outer tensors written in that affine loop
+        self.param_names = frozenset(d.name for d in kernel.params)
         self.body = self._block(kernel.body, outer=frozenset(d.name for d in kernel.params),
                                 affine_vars=())
 
@@ -217,6 +227,8 @@ class Program:
 
             def run(st):
                 b = st.bufs[base]
+                if not b.data.flags.writeable and b.name not in st.param_names:
+                    b.writable()  # why: writes through the view must reach the tile itself
                 data = b.data.view(dt).reshape(shape) if bitcast else b.data.reshape(shape)
                 init = None
                 if b.init is not None:
@@ -362,6 +374,32 @@ class Program:
                     res = np.array(res)  # why: a new tile must not alias its source buffer
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
                               in_affine, outer_sets, out_ok)
+        if binds and inst.op == "load" and mask is None and acc_mode is None and \
+                len(ins) == 1 and ins[0][0] == "acc" and ins[0][1].tensor in self.param_names:
+            return self._zero_copy_load(inst, ins[0][1], outs[0], res_dtype, run)
+        return run
+
+    def _zero_copy_load(self, inst, src_ca, out, res_dtype, general):
+        """``t = nl.load(input[...])``: the tile shares the read-only input's memory.
+
+        Inputs are never written, so the new tile can be a read-only view (copied on its first
+        write, see :meth:`Buf.writable`), with the float32 companion of a low-precision input.
+        """
+        out_ca, decl = out
+        name, shape = out_ca.tensor, tuple(decl.shape)
+        if not (self.decls[src_ca.tensor].dtype == decl.dtype == (res_dtype or decl.dtype)):
+            return general
+
+        def run(st):
+            src = st.bufs[src_ca.tensor]
+            if src.data.flags.writeable or src.init is not None:
+                return general(st)
+            if st.observer is not None:
+                st.observer(inst, st)
+            buf = Buf(name, src_ca.read(src.data, st.env, st.dyn).reshape(shape))
+            if src.f32 is not None:
+                buf.f32 = src_ca.read(src.f32, st.env, st.dyn).reshape(shape)
+            st.bufs[name] = buf
         return run
 
     # ------------------------------------------------------------------ memory traffic
@@ -381,7 +419,7 @@ class Program:
                     raise
                 v = ca.read_masked(buf.data, s, st.env, st.dyn, fill=_zero(buf.data.dtype))
         else:
-            v = ca.read(buf.data, st.env, st.dyn)
+            v = ca.read(buf.data if buf.f32 is None else buf.f32, st.env, st.dyn)
         ok = None
         if buf.init is not None:
             ok = ca.read(buf.init, st.env, st.dyn) if s is None else \
@@ -431,6 +469,7 @@ class Program:
             st.bufs[ca.tensor] = Buf(ca.tensor, res, init)
             return
         buf = st.bufs[ca.tensor]
+        buf.writable()
         if acc_mode == "add" and sel is None and ok is None and buf.init is None and \
                 buf.data.dtype == np.float32 and res.dtype == np.float32 and \
                 (ca.whole or (ca.fast and ca.perm is None)):
@@ -529,7 +568,7 @@ class Program:
             acc = f32(buf.data).copy()
             # why: np.add.at serialises duplicate indices, like the hardware's atomic updates
             np.add.at(acc, idx, np.broadcast_to(value.reshape(ca.shape), ca.grid)[sel])
-            buf.data[...] = D.cast(acc, decl.dtype) if acc.dtype != buf.data.dtype else acc
+            buf.writable()[...] = D.cast(acc, decl.dtype) if acc.dtype != buf.data.dtype else acc
         return run
 
     def _all_reduce(self, inst):
@@ -587,7 +626,18 @@ class Program:
             if tuple(arr.shape) != tuple(p.shape):
                 raise NkiError(None, f"input '{p.name}' has shape {list(arr.shape)}, the trace "
                                f"expects {list(p.shape)}")
-            shared[p.name] = Buf(p.name, D.cast(arr, p.dtype))  # cast always copies
+            if p.kind == "input" and arr.dtype == _storage(p.dtype):
+                buf = Buf(p.name, arr.view())  # read-only view below: the caller's array is safe
+            else:
+                buf = Buf(p.name, D.cast(arr, p.dtype))  # cast always copies
+            if p.kind == "input":
+                # why: inputs are never written, so loads may share their memory (zero-copy)
+                # and low-precision inputs are widened to float32 once, not at every use
+                buf.data.flags.writeable = False
+                if p.dtype in _LOW_FLOATS:
+                    buf.f32 = D.to_f32(buf.data)
+                    buf.f32.flags.writeable = False
+            shared[p.name] = buf
         grid = tuple(k.grid) or (1,)
         pids = list(np.ndindex(*grid))
         if k.attr("has_collectives") and len(pids) > 1:
@@ -634,6 +684,7 @@ class Program:
     def _run_one(self, params, shared, coll, pid, observer=None):
         st = _State(params, shared, coll, pid)
         st.observer = observer
+        st.param_names = self.param_names
         for axis, v in enumerate(pid):
             st.env[f"pid{axis}"] = int(v)
         # why: inf/NaN are legitimate values here (poison, fp32.min...), never numpy warnings;
@@ -642,6 +693,8 @@ class Program:
             for f in self.body:
                 f(st)
 
+
+_LOW_FLOATS = {"bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
 
 # lane-by-lane ops: a result element depends only on the same element of each input, so
 # "never written" propagates to it instead of being reported (reported when it is observed)

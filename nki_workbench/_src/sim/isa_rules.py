@@ -439,9 +439,9 @@ def _dma_copy(prog, inst):
         if rmw:
             acc = f32(dbuf.data).copy()
             np.add.at(acc, d_idx, f32(vals))  # why: duplicate indices are serialised
-            dbuf.data[...] = D.from_f32(acc, dst_decl.dtype)
+            dbuf.writable()[...] = D.from_f32(acc, dst_decl.dtype)
         else:
-            dbuf.data[d_idx] = vals if vals.dtype == dbuf.data.dtype else D.cast(
+            dbuf.writable()[d_idx] = vals if vals.dtype == dbuf.data.dtype else D.cast(
                 vals, dst_decl.dtype)
         if dbuf.init is not None:
             dbuf.init[d_idx] = True

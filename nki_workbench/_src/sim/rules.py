@@ -300,6 +300,13 @@ for _n in _REDUCE:
 def _matmul(ex):
     x, y = f32(ex.ins[0]), f32(ex.ins[1])
     stationary = x if ex.attrs.get("transpose_x") else x.T
+    if ex.attrs.get("acc") == "add":
+        # why: the product is only added into PSUM; a reused scratch avoids a fresh allocation
+        shape = (stationary.shape[1], y.shape[1])
+        scratch = ex.state.regs.get(("matmul_scratch", shape))
+        if scratch is None:
+            scratch = ex.state.regs[("matmul_scratch", shape)] = np.empty(shape, np.float32)
+        return np.matmul(stationary.T, y, out=scratch)
     return np.matmul(stationary.T, y)
 
 
