@@ -206,6 +206,8 @@ class World:
 
     def _agree(self, a: Arrival, b: Arrival, k: int):
         """Members meeting at collective #k must run the same instruction on like data."""
+        if b.rank > a.rank:
+            a, b = b, a  # why: name the lower rank first, whatever the arrival order
         if a.op != b.op or a.attrs != b.attrs:
             raise self.fail(NkiError(
                 "wb_collective_mismatch",
