@@ -30,3 +30,13 @@ def test_inspection_timeline_views(tmp_path):
     assert "traceEvents" in events and len(events["traceEvents"]) > 4
     ax = insp.plot_timeline(start=0, end=tl.total_ns / 2)
     assert ax is not None
+
+
+def test_occupancy_live_ranges_in_ns_from_the_timeline():
+    a = np.zeros((256, 64), np.float32)
+    insp = nki_workbench.inspect(k, a)
+    allocs = insp.sbuf.allocations
+    assert allocs and all(x.live_ns is not None for x in allocs)
+    for x in allocs:
+        start, end = x.live_ns
+        assert 0 <= start <= end <= insp.timeline.total_ns

@@ -50,10 +50,33 @@ def _register_inspection_slots():
         from .. import inspection
     except ImportError:  # why: the inspection layer is optional for the memory model
         return
-    inspection.register_slot("memory", lambda insp: occupancy(insp.kernel))
+    inspection.register_slot("memory", _memory_with_times)
     inspection.register_slot("sbuf", lambda insp: insp.memory.sbuf)
     inspection.register_slot("psum", lambda insp: insp.memory.psum)
     inspection.register_summary_line(_summary_line)
+
+
+def _memory_with_times(insp):
+    """Occupancy whose live ranges also carry ns, from the Inspection's timeline."""
+    import dataclasses
+
+    from ..ir import walk_insts
+    occ = occupancy(insp.kernel)
+    try:
+        tl = insp.timeline
+    except ImportError:  # why: a build without the time model keeps instruction-order ranges
+        return occ
+    if tl is None:
+        return occ
+    pos = {id(inst): p for p, inst in enumerate(walk_insts(insp.kernel.body))}
+    times: dict = {}
+    for ev in tl.events:
+        p = pos.get(id(ev.inst))
+        if p is not None:
+            s, e = times.get(p, (ev.start_ns, ev.end_ns))
+            times[p] = (min(s, ev.start_ns), max(e, ev.end_ns))
+    return dataclasses.replace(occ, sbuf=occ.sbuf.with_times(times),
+                               psum=occ.psum.with_times(times))
 
 
 def _summary_line(insp) -> str:
