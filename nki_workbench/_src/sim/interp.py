@@ -22,8 +22,6 @@ Memory semantics that keep results honest:
 
 from __future__ import annotations
 
-import base64
-import functools
 import threading
 from dataclasses import dataclass
 from typing import Literal
@@ -34,14 +32,20 @@ from .. import dtypes as D
 from ..errors import (
     LoopCarriedDependencyWarning,
     NkiError,
-    NkiWarning,
     UninitializedReadWarning,
     warn,
 )
 from ..ir import OPCODES, Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from .access import CompiledAccess
+from .memory import LOW_FLOATS as _LOW_FLOATS
+from .memory import Buf
+from .memory import decode_const as _decode_const
+from .memory import poison as _poison
+from .memory import storage as _storage
+from .memory import tune_malloc as _tune_malloc
 from .rules import RULES, Ex, binary, f32
+from .spmd import Collective as _Collective
 
 __all__ = ["SimParams", "Program", "Buf", "SPECIAL"]
 
@@ -75,37 +79,6 @@ class SimParams:
                              f"{self.uninitialized!r}")
 
 
-class Buf:
-    """A tensor's storage: ``data`` and which elements were written (``init``; None = all)."""
-
-    __slots__ = ("data", "init", "name", "stamp", "f32")
-
-    def __init__(self, name, data, init=None):
-        self.name = name
-        self.data = data
-        self.init = init
-        self.stamp = None
-        self.f32 = None  # float32 copy of ``data`` kept for read-only low-precision buffers
-
-    def writable(self):
-        """Make ``data`` safe to write (copy-on-write of shared read-only views)."""
-        if not self.data.flags.writeable:
-            self.data = np.array(self.data)
-        self.f32 = None
-        return self.data
-
-
-def _poison(shape, dtype_name: str):
-    st = D.storage_dtype(D.from_name(dtype_name))
-    if st.kind == "f" or st.kind == "V" or dtype_name in ("bfloat16", "float8_e4m3",
-                                                          "float8_e5m2"):
-        return np.full(shape, np.nan, dtype=st)
-    if st.kind == "b":
-        return np.zeros(shape, dtype=st)
-    info = np.iinfo(st)
-    return np.full(shape, info.min if info.min < 0 else info.max, dtype=st)
-
-
 class _State:
     __slots__ = ("env", "bufs", "rng", "params", "shared", "races", "collective", "pid",
                  "regs", "observer", "poison", "param_names",
@@ -135,34 +108,6 @@ class _State:
         ca = CompiledAccess(Access(atom.tensor, atom.index, None), buf.data.shape)
         v = ca.read(buf.data, env, self.dyn)
         return np.asarray(v).reshape(atom.shape).astype(np.int64)
-
-
-def _tune_malloc():
-    """Keep freed tile buffers in glibc's heap instead of returning them to the OS.
-
-    Every instruction result is a fresh numpy array of ~100 KiB-1 MiB; glibc serves those with
-    mmap/munmap by default, so each one costs page faults that dominated simulation time (an
-    element-wise op on a 128x1024 fp32 tile: 360 us with mmap, 60 us from the heap). Raising
-    the mmap and trim thresholds (mallopt) makes those allocations reuse freed heap memory.
-    A no-op where glibc is not the C library.
-    """
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, 64 << 20)
-        libc.mallopt(m_trim_threshold, 256 << 20)
-    except (OSError, AttributeError):
-        pass
-
-
-_MALLOC_TUNED = []
-
-
-def _decode_const(decl):
-    dt = D.storage_dtype(D.from_name(decl.dtype))
-    raw = base64.b64decode(decl.data)
-    return np.frombuffer(raw, dtype=dt).reshape(decl.shape).copy()
 
 
 class Program:
@@ -614,9 +559,7 @@ class Program:
             if (backend or jax_exec.selected_backend()) == "jax":
                 return jax_exec.run_compiled(self, inputs, params)
         params = params or SimParams()
-        if not _MALLOC_TUNED:
-            _tune_malloc()
-            _MALLOC_TUNED.append(True)
+        _tune_malloc()
         k = self.kernel
         shared = {}
         for p in k.params:
@@ -694,8 +637,6 @@ class Program:
                 f(st)
 
 
-_LOW_FLOATS = {"bfloat16", "float16", "float8_e4m3", "float8_e5m2"}
-
 # lane-by-lane ops: a result element depends only on the same element of each input, so
 # "never written" propagates to it instead of being reported (reported when it is observed)
 _LANEWISE = {"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"}
@@ -753,12 +694,6 @@ def _and_all(taints, shape):
     return out
 
 
-@functools.cache
-def _storage(dtype_name: str):
-    """Numpy storage dtype of an NKI dtype name (cached: it is on every write)."""
-    return D.storage_dtype(D.from_name(dtype_name))
-
-
 def _fit(sel, grid):
     """Broadcast a mask to an access grid (``None`` when shapes don't line up)."""
     try:
@@ -769,48 +704,6 @@ def _fit(sel, grid):
 
 def _zero(dtype):
     return np.zeros((), dtype=dtype)[()]
-
-
-class _Collective:
-    """Rendezvous of the SPMD programs (threads) at collectives, with bounded waits."""
-
-    def __init__(self, grid, timeout):
-        self.grid = grid
-        self.n = int(np.prod(grid))
-        self.timeout = timeout
-        self.barrier = threading.Barrier(self.n, timeout=timeout)
-        self.slots = {}
-        self.lock = threading.Lock()
-
-    def abort(self):
-        self.barrier.abort()
-
-    def all_reduce(self, pid, axes, op, value, loc):
-        try:
-            with self.lock:
-                self.slots[pid] = value
-            self.barrier.wait()
-            group = [q for q in self.slots if all(q[a] == pid[a] for a in range(len(pid))
-                                                  if a not in axes)]
-            shapes = {self.slots[q].shape for q in group}
-            if len(shapes) > 1:
-                raise NkiError(None, f"nl.all_reduce: programs {sorted(group)} passed tiles of "
-                               f"different shapes {sorted(shapes)}", loc)
-            order = sorted(group)  # why: a fixed reduction order gives reproducible rounding
-            res = self.slots[order[0]].copy()
-            for q in order[1:]:
-                res = binary(op, res, self.slots[q])
-            self.barrier.wait()
-            with self.lock:
-                self.slots.pop(pid, None)
-            return res
-        except threading.BrokenBarrierError:
-            raise NkiError(None, f"nl.all_reduce: not every program of the grid {list(self.grid)} "
-                           f"reached the collective within {self.timeout}s (or one failed)",
-                           loc) from None
-
-
-_ = NkiWarning  # re-exported names keep their import (documented warning classes)
 
 
 SPECIAL["atomic_rmw"] = Program._atomic_rmw

@@ -55,7 +55,7 @@ from .interp import (
     _poison,
     _read_and_written,
 )
-from .jax_rules import JaxAccess, fit, fits, is_traced, xp
+from .jax_rules import JaxAccess, fit, fits, fully_written_outputs, is_traced, xp
 
 __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "compiled",
            "UNROLL_BUDGET"]
@@ -68,6 +68,7 @@ UNROLL_BUDGET = 64
 _OPS = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
         "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
 _NOTICED: set = set()
+_ZERO = np.int32(0)
 _CACHE: dict = {}
 _LOCK = threading.Lock()
 
@@ -106,6 +107,7 @@ class _Lower:
         except _unsupported_cls() as exc:
             self.unsupported = str(exc)
         self.const_values = [v for v, _ in sorted(self.consts.values(), key=lambda t: t[1])]
+        self.covered = fully_written_outputs(kernel)
 
     # -- constants: run-time arguments, so XLA cannot fold or rewrite them
     def _const_key(self, op: Scalar):
@@ -225,8 +227,10 @@ class _Lower:
         shared = decl.buffer == "shared_hbm" or decl.kind == "output"
         if shared and name in self.bufs:
             return
-        self.bufs[name] = [jnp.asarray(_poison(tuple(decl.shape), decl.dtype)),
-                           jnp.zeros(tuple(decl.shape), bool), self._new_stamp(decl)]
+        # why: an output proven written whole needs no written-mask (see fully_written_outputs)
+        init = None if name in self.covered else jnp.zeros(tuple(decl.shape), bool)
+        self.bufs[name] = [jnp.asarray(_poison(tuple(decl.shape), decl.dtype)), init,
+                           self._new_stamp(decl)]
 
     def _new_stamp(self, decl):
         import jax.numpy as jnp
@@ -462,7 +466,12 @@ class _Lower:
         if res.dtype != data.dtype:
             res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)
         if ok is not None and init is None:
-            init = jnp.ones(data.shape, bool)
+            if decl.name in self.covered:
+                # why: no mask carries the taint to the end; flag now, the interpreter re-runs
+                self.bad(~jnp.all(ok))
+                ok = None
+            else:
+                init = jnp.ones(data.shape, bool)
         s = None if sel is None else fit(sel, ca.grid)
         if sel is not None and s is None:
             raise _unsupported("a mask that does not broadcast to its destination")
@@ -661,17 +670,37 @@ class _Compiled:
         self.program = None
         self.runs = 0
         self.why = {}
+        self.has_races = bool(_tracked(kernel))
+        self.device = None
+        self.cvals = None
 
-    def fn(self, uninit_error: bool, races: bool):
-        key = (uninit_error, races and bool(_tracked(self.kernel)))
+    def fn(self, uninit_error: bool, races: bool, offsets: tuple):
+        """The jitted program for a check mode and the inputs' window offsets (see _window)."""
+        key = (uninit_error, races and self.has_races, offsets)
         f = self.fns.get(key)
         if f is None:
             jax = _jax()
+            shapes = [tuple(p.shape) for p in self.kernel.params]
 
             def run(inputs, cvals, zero):
-                return self.lower.build(inputs, cvals, zero, *key)
+                from jax import lax
+                inputs = [x if off is None else
+                          lax.slice(x, (off,), (off + int(np.prod(shape)),)).reshape(shape)
+                          for x, off, shape in zip(inputs, offsets, shapes, strict=True)]
+                return self.lower.build(inputs, cvals, zero, *key[:2])
             f = self.fns[key] = jax.jit(run)
         return f
+
+    def args(self, arrays: list):
+        """Device arguments (zero-copy where possible), their offsets and the constants."""
+        jax = _jax()
+        if self.device is None:
+            self.device = jax.devices()[0]
+            self.cvals = [jax.device_put(c, self.device) for c in self.lower.const_values]
+        cpu = self.device.platform == "cpu"
+        wins = [_window(a) if cpu else (a, None) for a in arrays]
+        args = [jax.device_put(w, self.device) for w, _ in wins]
+        return args, tuple(off for _, off in wins), self.cvals
 
     def interpreter(self) -> Program:
         if self.program is None:
@@ -698,6 +727,40 @@ def _notice(kernel: Kernel, why: str):
         _NOTICED.add(key)
         print(f"nki_workbench: kernel '{kernel.name}' runs in the interpreter, not compiled: "
               f"{why}", file=sys.stderr, flush=True)
+
+
+ZERO_COPY_ALIGN = 64
+"""Byte alignment at which XLA's CPU client adopts a host buffer instead of copying it."""
+ZERO_COPY_MIN = 1 << 16
+"""Inputs smaller than this (bytes) are copied: a copy is cheaper than another program."""
+
+
+class _Span:
+    """A read-only array interface over ``n`` bytes at ``ptr`` that keeps ``base`` alive."""
+
+    def __init__(self, base, ptr, n):
+        self.base = base
+        self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, True),
+                                    "version": 3}
+
+
+def _window(arr: np.ndarray):
+    """``(array, offset)``: ``arr`` as a view XLA can adopt without copying it.
+
+    A C-contiguous array whose data starts ``k`` bytes past a :data:`ZERO_COPY_ALIGN` boundary
+    is widened to start at that boundary (``offset`` = ``k`` in elements; the program slices
+    it off). The widened bytes lie in the same memory page as the array's first byte (the
+    alignment divides the page size), so they are mapped; they are never used.
+    """
+    if arr.nbytes < ZERO_COPY_MIN or not arr.flags.c_contiguous:
+        return arr, None
+    lead = arr.ctypes.data % ZERO_COPY_ALIGN
+    if lead == 0:
+        return arr, None
+    if lead % arr.itemsize:
+        return arr, None
+    raw = np.asarray(_Span(arr, arr.ctypes.data - lead, lead + arr.nbytes))
+    return raw.view(arr.dtype), lead // arr.itemsize
 
 
 def _checked_inputs(kernel: Kernel, inputs: dict) -> list:
@@ -742,13 +805,10 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
     if why is False:
         why = comp.why[key] = comp.lower.unsupported or _why_interpreted(kernel, params)
     if why is None:
-        jax = _jax()
-        device = jax.devices()[0]
         try:
-            args = [jax.device_put(a, device) for a in arrays]
-            cvals = [jax.device_put(c, device) for c in comp.lower.const_values]
-            run = comp.fn(params.uninitialized == "error", params.detect_races)
-            outs, flag = run(args, cvals, np.int32(0))
+            args, offsets, cvals = comp.args(arrays)
+            run = comp.fn(params.uninitialized == "error", params.detect_races, offsets)
+            outs, flag = run(args, cvals, _ZERO)
         except Unsupported as exc:
             why = comp.why[key] = str(exc)
         else:
