@@ -194,9 +194,11 @@ class Program:
                 st.bufs[name] = st.shared[name]
                 return
             buf = Buf(name, _poison(shape, dtn), np.zeros(shape, dtype=bool))
-            st.bufs[name] = buf
             if shared:
-                st.shared[name] = buf
+                # why: SPMD programs may run as threads; setdefault is atomic, so every program
+                # gets the one shared buffer even when two allocate it at the same time
+                buf = st.shared.setdefault(name, buf)
+            st.bufs[name] = buf
         return run
 
     def _loop(self, loop: Loop, body):
