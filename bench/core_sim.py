@@ -61,7 +61,7 @@ def rmsnorm(a, g):
     return out
 
 
-def best(fn, reps=7):
+def best(fn, reps=15):
     fn()
     times = []
     for _ in range(reps):

@@ -64,6 +64,10 @@ SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
 BACKENDS = ("numpy", "jax")
 UNROLL_BUDGET = 64
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
+NESTED_UNROLL_BUDGET = 0
+"""The same inside a loop lowered to ``fori_loop``: unrolled static slices there become
+loop invariants XLA hoists into the loop state, one full copy each (measured: the tiled
+matmul 1.6x slower)."""
 
 _OPS = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
         "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
@@ -286,7 +290,8 @@ class _Lower:
                 self.iter_start[loop.var] = self.iter_id
             self.block(loop.body)
 
-        if len(r) * _size(loop.body, self) <= UNROLL_BUDGET:
+        budget = NESTED_UNROLL_BUDGET if self.rolled else UNROLL_BUDGET
+        if len(r) * _size(loop.body, self) <= budget:
             for v in r:
                 self.env[loop.var] = v
                 self.ranges[loop.var] = (v, v)
@@ -321,7 +326,11 @@ class _Lower:
                     self.bufs[m] = list(b)
                 self.flag, self.iter_id = carry[1], carry[2]
                 set_iter(it)
-                body()
+                self.rolled += 1
+                try:
+                    body()
+                finally:
+                    self.rolled -= 1
                 out = pack()
             finally:
                 self.bufs, self.flag, self.iter_id, self.declared = outer
@@ -516,6 +525,7 @@ class _Lower:
         self.env, self.ranges = {}, {}
         self.declared = {p.name for p in k.params}
         self.affine, self.iter_id, self.loop_lo, self.iter_start = [], 0, {}, {}
+        self.rolled = 0
         for s in walk_stmts(k.body):
             if isinstance(s, Alloc) and s.decl.base is None and s.decl.kind != "const" and (
                     s.decl.buffer == "shared_hbm" or s.decl.kind == "output"):
@@ -688,7 +698,8 @@ class _Compiled:
                           lax.slice(x, (off,), (off + int(np.prod(shape)),)).reshape(shape)
                           for x, off, shape in zip(inputs, offsets, shapes, strict=True)]
                 return self.lower.build(inputs, cvals, zero, *key[:2])
-            f = self.fns[key] = jax.jit(run)
+            cpu = jax.devices()[0].platform == "cpu"
+            f = self.fns[key] = jax.jit(run, compiler_options=CPU_OPTIONS if cpu else None)
         return f
 
     def args(self, arrays: list):
@@ -697,10 +708,11 @@ class _Compiled:
         if self.device is None:
             self.device = jax.devices()[0]
             self.cvals = [jax.device_put(c, self.device) for c in self.lower.const_values]
-        cpu = self.device.platform == "cpu"
-        wins = [_window(a) if cpu else (a, None) for a in arrays]
-        args = [jax.device_put(w, self.device) for w, _ in wins]
-        return args, tuple(off for _, off in wins), self.cvals
+        if self.device.platform != "cpu":
+            return jax.device_put(arrays, self.device), (None,) * len(arrays), self.cvals
+        # why: the jitted call adopts aligned host arrays itself (faster than device_put)
+        wins = [_window(a) for a in arrays]
+        return [w for w, _ in wins], tuple(off for _, off in wins), self.cvals
 
     def interpreter(self) -> Program:
         if self.program is None:
@@ -729,6 +741,8 @@ def _notice(kernel: Kernel, why: str):
               f"{why}", file=sys.stderr, flush=True)
 
 
+CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False}
+"""XLA options of the compiled programs on CPU (measured by ``bench/compiled_sim.py``)."""
 ZERO_COPY_ALIGN = 64
 """Byte alignment at which XLA's CPU client adopts a host buffer instead of copying it."""
 ZERO_COPY_MIN = 1 << 16
