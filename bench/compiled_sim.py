@@ -2,8 +2,11 @@
 
 For each workload: numpy's equivalent code, the numpy interpreter, and the compiled backend's
 first call (lowering + XLA compile + run) and steady state (best of N), with the ratios
-compiled/numpy and interpreter/compiled. The kernels are traced once up front; both backends
-run the same IR through ``Program.run(..., backend=...)``.
+compiled/numpy and interpreter/compiled; and XLA's floor: the same math written directly as
+one jitted JAX function on device-resident arrays (no tiles, no checks), with the compiled
+backend's CPU options. The floor shows what XLA itself reaches on this machine. The kernels
+are traced once up front; both backends run the same IR through
+``Program.run(..., backend=...)``.
 
 Targets (issue 12): compiled <= 1.0x numpy on softmax and add, <= 1.5x on the matmul.
 Run: ``.venv/bin/python bench/compiled_sim.py``.
@@ -79,7 +82,19 @@ def best(fn, reps=7):
     return min(times)
 
 
-def measure(kernel, args, numpy_fn):
+def floor(fn, args):
+    """Best time of ``fn`` jitted as one XLA program on device-resident ``args``."""
+    import jax
+
+    from nki_workbench._src.sim import jax_exec
+    cpu = jax.devices()[0].platform == "cpu"
+    f = jax.jit(fn, compiler_options=jax_exec.CPU_OPTIONS if cpu else None)
+    dev = [jax.device_put(a) for a in args]
+    f(*dev).block_until_ready()
+    return best(lambda: np.asarray(f(*dev)))
+
+
+def measure(kernel, args, numpy_fn, jax_fn):
     k = nki.trace_kernel(kernel, *args).kernel
     inputs = {p.name: a for p, a in zip(k.params, args, strict=True)}
     prog = Program(k)
@@ -89,11 +104,15 @@ def measure(kernel, args, numpy_fn):
     steady = best(lambda: prog.run(inputs, backend="jax"))
     interp = best(lambda: prog.run(inputs, backend="numpy"), reps=3)
     ref = best(numpy_fn)
-    return ref, interp, first, steady
+    return ref, interp, first, steady, floor(jax_fn, args)
 
 
 def main():
+    import os
+
     import jax
+    import jax.numpy as jnp
+    from jax import lax
     rng = np.random.default_rng(0)
     a = rng.standard_normal((1024, 1024)).astype(BF16)
     b = rng.standard_normal((1024, 1024)).astype(BF16)
@@ -105,22 +124,37 @@ def main():
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
+    def jx_matmul(p, q):
+        return lax.dot_general(p.astype(jnp.float32), q.astype(jnp.float32),
+                               (((0,), (0,)), ((), ())), precision=lax.Precision.HIGHEST,
+                               preferred_element_type=jnp.float32).astype(p.dtype)
+
+    def jx_softmax(v):
+        e = jnp.exp(v - v.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    load0 = os.getloadavg()[0]
     rows = [
         ("bf16 1024^3 tiled matmul", 1.5,
          measure(matmul_tiled, (a, b),
-                 lambda: (a.astype(np.float32).T @ b.astype(np.float32)).astype(BF16))),
-        ("softmax 1024x1024 fp32", 1.0, measure(softmax, (x,), np_softmax)),
+                 lambda: (a.astype(np.float32).T @ b.astype(np.float32)).astype(BF16),
+                 jx_matmul)),
+        ("softmax 1024x1024 fp32", 1.0, measure(softmax, (x,), np_softmax, jx_softmax)),
         ("rmsnorm 1024x1024 fp32", None,
-         measure(rmsnorm, (x, g), lambda: x / np.sqrt((x * x).mean(1, keepdims=True)) * g)),
-        ("add 1024x1024 fp32", 1.0, measure(add, (x, y), lambda: x + y)),
+         measure(rmsnorm, (x, g), lambda: x / np.sqrt((x * x).mean(1, keepdims=True)) * g,
+                 lambda v, w: v / jnp.sqrt((v * v).mean(1, keepdims=True)) * w)),
+        ("add 1024x1024 fp32", 1.0, measure(add, (x, y), lambda: x + y, lambda v, w: v + w)),
     ]
-    print(f"device: {jax.devices()[0]}  (times in ms; steady state = best of 7 after the first)")
+    print(f"device: {jax.devices()[0]}, {os.cpu_count()} CPUs, load average "
+          f"{load0:.2f} -> {os.getloadavg()[0]:.2f}  (times in ms; steady state = best of 7 "
+          f"after the first)")
     print(f"{'workload':26s} {'numpy':>8s} {'interp':>8s} {'jax 1st':>8s} {'jax':>8s} "
-          f"{'jax/np':>7s} {'interp/jax':>10s} {'target':>7s}")
-    for name, target, (ref, interp, first, steady) in rows:
+          f"{'jax/np':>7s} {'interp/jax':>10s} {'target':>7s} {'xla floor':>9s} {'floor/np':>8s}")
+    for name, target, (ref, interp, first, steady, flo) in rows:
         tgt = f"{target:.1f}x" if target else "-"
         print(f"{name:26s} {ref * 1e3:8.2f} {interp * 1e3:8.2f} {first * 1e3:8.1f} "
-              f"{steady * 1e3:8.2f} {steady / ref:7.2f} {interp / steady:10.1f} {tgt:>7s}")
+              f"{steady * 1e3:8.2f} {steady / ref:7.2f} {interp / steady:10.1f} {tgt:>7s} "
+              f"{flo * 1e3:9.2f} {flo / ref:8.2f}")
 
 
 if __name__ == "__main__":

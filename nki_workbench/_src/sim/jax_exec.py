@@ -12,12 +12,15 @@ How the IR maps onto JAX:
   its result dtype, then to the destination dtype, at the same points as the interpreter.
   ``acc="add"`` (PSUM accumulation) adds in float32 into the float32 buffer.
 * Loops become ``lax.fori_loop`` whose carry holds the buffers the body writes; small loop nests
-  are unrolled at lowering time (static slices, more fusion). Accesses whose bounds are proven
+  are unrolled at lowering time (static slices, more fusion), but not inside a rolled loop
+  (:data:`NESTED_UNROLL_BUDGET`). Accesses whose bounds are proven
   in range at lowering time become (dynamic) slices; anything else (masks that may leave the
   tensor, ``//``/``%`` patterns, indirect ``Dyn`` indices) becomes gathers/scatters with
   run-time bounds checks.
 * The checks stay on: the program tracks which elements were written (the interpreter's
-  ``init`` masks, elided where a whole-tile write proves them), and computes one flag that
+  ``init`` masks, elided where a whole-tile write proves them, and for outputs that
+  :func:`.jax_static.fully_written_outputs` proves written whole: those are assembled from
+  their blocks with one ``concatenate`` where the blocks tile them), and computes one flag that
   is true exactly when the interpreter would report something (an out-of-bounds access, a read
   of unwritten memory, an output with unwritten elements). When it is set the kernel is run
   again in the interpreter, which raises or warns with its exact message and returns its
@@ -26,6 +29,7 @@ How the IR maps onto JAX:
   numbers, race tracking of ``affine_range`` loops) makes the kernel run in the interpreter,
   with a one-line notice on stderr naming the reason.
 
+Inputs reach the program without a host copy on CPU (:func:`.jax_static.window`).
 Compiled programs are cached per kernel IR (the specialisation the tracer's cache keys on)
 and, inside, per input shapes and dtypes.
 
@@ -46,21 +50,23 @@ from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
 from .interp import (
-    _CROSS_LANE,
-    _LANEWISE,
-    SPECIAL,
     Program,
     SimParams,
     _decode_const,
     _poison,
     _read_and_written,
 )
-from .jax_rules import JaxAccess, fit, fits, fully_written_outputs, is_traced, xp
+from .jax_rules import ROWWISE_OPS, JaxAccess, fit, is_traced, lanewise, taint_lanes, taint_rows, xp
+from .jax_static import checked_inputs, fully_written_outputs, tracked, why_interpreted, window
 
 __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "compiled",
            "UNROLL_BUDGET"]
 
 SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
+CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False} if (os.cpu_count() or 1) <= 4 else {}
+"""XLA options of the compiled programs on CPU. On a small CPU (measured on a shared 2-core
+machine) Eigen's threaded tile dots lose to single-threaded ones (the tiled bf16 matmul of
+``bench/compiled_sim.py``: 37 -> 31 ms); larger machines keep XLA's default."""
 BACKENDS = ("numpy", "jax")
 UNROLL_BUDGET = 64
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
@@ -193,6 +199,8 @@ class _Lower:
         """``(data, init)`` of a tensor as its declaration shapes it."""
         from jax import lax
         root, chain = self._chain(name)
+        if root in self.pending:
+            self._flush(root)
         if root not in self.bufs:
             raise _unsupported(f"tensor '{name}' read before it is allocated")
         data, init = self.bufs[root][:2]
@@ -310,6 +318,8 @@ class _Lower:
         import jax.numpy as jnp
         from jax import lax
         jax = _jax()
+        for name in list(self.pending):
+            self._flush(name)
         for name in names:
             if name not in self.bufs:  # allocated in the body, used after the loop
                 self._alloc(self.decls[name])
@@ -413,11 +423,11 @@ class _Lower:
             if self.uninit_error:
                 for t in taints:
                     self.bad(~jnp.all(t))
-            rowwise = _ROWWISE_OPS.get(inst.op) if inst.attr("axis") is not None else None
-            if _lanewise(inst) and outs:
-                out_ok = _and_all(taints, out_shapes[0])
+            rowwise = ROWWISE_OPS.get(inst.op) if inst.attr("axis") is not None else None
+            if lanewise(inst) and outs:
+                out_ok = taint_lanes(taints, out_shapes[0])
             elif rowwise is not None and outs:
-                out_ok = _rowwise(inst, taints, out_shapes[0])
+                out_ok = taint_rows(inst, taints, out_shapes[0])
             else:
                 for t in taints:
                     self.bad(~jnp.all(t))
@@ -454,6 +464,9 @@ class _Lower:
         if res_dtype is not None and res.dtype != storage(res_dtype):
             res = from_f32(res, res_dtype) if res.dtype == np.float32 else cast(res, res_dtype)
         ca = ja.ca
+        if sel is None and acc_mode is None and decl.name in self.covered and not self.rolled:
+            if self._pend(ja, decl, res, ok):
+                return
         if binds and sel is None and acc_mode is None:
             if res.dtype != storage(decl.dtype) or res_dtype is None:
                 res = cast(res, decl.dtype) if res.dtype != np.float32 else \
@@ -496,6 +509,48 @@ class _Lower:
         if self.races and self.affine and acc_mode is None:
             self._race_mark(ja, decl, s)
 
+    # -- blocks of outputs proven written whole, assembled once instead of updated in place
+    def _pend(self, ja, decl, res, ok) -> bool:
+        import jax.numpy as jnp
+
+        from .jax_rules import cast, from_f32, storage
+        if res.dtype != storage(decl.dtype):
+            res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)
+        piece = ja.static_block(res, self)
+        if piece is None:
+            return False
+        if ok is not None:
+            self.bad(~jnp.all(ok))  # why: no written-mask carries the taint to the end
+        self.pending.setdefault(decl.name, []).append(piece)
+        return True
+
+    def _flush(self, name):
+        from jax import lax
+        pieces = self.pending.pop(name, ())
+        if pieces:
+            data, init = self.get(name)
+            for lo, val in pieces:
+                data = lax.dynamic_update_slice(data, val, lo)
+            self.set(name, data, init)
+
+    def _assemble(self, name):
+        """One ``concatenate`` when the blocks tile the output along one axis, in order."""
+        import jax.numpy as jnp
+        pieces, shape = self.pending[name], tuple(self.decls[name].shape)
+        for d in range(len(shape)):
+            if any(lo[e] != 0 or v.shape[e] != shape[e] for lo, v in pieces
+                   for e in range(len(shape)) if e != d):
+                continue
+            pos = 0
+            for lo, v in sorted(pieces, key=lambda p: p[0][d]):
+                pos = pos + v.shape[d] if lo[d] == pos else -1
+            if pos == shape[d]:
+                del self.pending[name]
+                self.bufs[name][0] = jnp.concatenate(
+                    [v for _, v in sorted(pieces, key=lambda p: p[0][d])], axis=d)
+                return
+        self._flush(name)
+
     # -- affine_range races: the interpreter's iteration stamps, as int32 arrays
     def _race_mark(self, ja, decl, sel):
         var, tracked = self.affine[-1]
@@ -518,14 +573,14 @@ class _Lower:
         import jax.numpy as jnp
         k = self.k
         self.cvals, self.zero, self.uninit_error = cvals, zero, uninit_error
-        self.races, self.tracked = races, _tracked(k) if races else frozenset()
+        self.races, self.tracked = races, tracked(k) if races else frozenset()
         self.bufs = {p.name: [x, None, self._new_stamp(p)]
                      for p, x in zip(k.params, inputs, strict=True)}
         self.flag = jnp.zeros((), bool)
         self.env, self.ranges = {}, {}
         self.declared = {p.name for p in k.params}
         self.affine, self.iter_id, self.loop_lo, self.iter_start = [], 0, {}, {}
-        self.rolled = 0
+        self.rolled, self.pending = 0, {}
         for s in walk_stmts(k.body):
             if isinstance(s, Alloc) and s.decl.base is None and s.decl.kind != "const" and (
                     s.decl.buffer == "shared_hbm" or s.decl.kind == "output"):
@@ -555,6 +610,8 @@ class _Lower:
         for name in k.outputs:
             if name not in self.bufs:
                 raise _unsupported(f"output '{name}' is never allocated")
+            if name in self.pending:
+                self._assemble(name)
             data, init = self.bufs[name][:2]
             if init is not None:
                 self.bad(~jnp.all(init))
@@ -592,41 +649,6 @@ def _root_name(name, decls):
     return name
 
 
-def _lanewise(inst) -> bool:
-    from ..ir import OPCODES
-    return inst.op in _LANEWISE or (
-        inst.op in OPCODES and OPCODES[inst.op].family in ("unary", "binary", "fill")
-        and inst.op not in _CROSS_LANE)
-
-
-_ROWWISE_OPS = {op: True for op in ("sum", "prod", "max", "min", "mean", "all", "var",
-                                    "softmax", "rms_norm")}
-
-
-def _rowwise(inst, taints, shape):
-    import jax.numpy as jnp
-    axes = tuple(inst.attr("axis"))
-    keep = bool(inst.attr("keepdims", False)) or inst.op in ("softmax", "rms_norm")
-    t = taints[0]
-    for other in taints[1:]:
-        if fits(other.shape, t.shape):
-            t = t & jnp.broadcast_to(other, t.shape)
-        else:
-            t = t & jnp.all(other)
-    row = jnp.all(t, axis=axes, keepdims=keep) if t.ndim > max(axes) else t
-    return jnp.broadcast_to(row, shape) if keep else row.reshape(shape)
-
-
-def _and_all(taints, shape):
-    import jax.numpy as jnp
-    out = jnp.ones(shape, bool)
-    for t in taints:
-        if 0 < t.ndim < len(shape):
-            t = t.reshape(t.shape + (1,) * (len(shape) - t.ndim))
-        out = out & (jnp.broadcast_to(t, shape) if fits(t.shape, shape) else jnp.all(t))
-    return out
-
-
 def _unsupported(what):
     return _unsupported_cls()(what)
 
@@ -637,39 +659,6 @@ def _unsupported_cls():
 
 
 # ----------------------------------------------------------------------------- entry point
-def _why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
-    """Why this kernel/params pair runs in the interpreter (``None``: it compiles)."""
-    from .jax_rules import JAX_RULES
-    if params.shuffle_affine:
-        return "SimParams(shuffle_affine=True)"
-    grid = int(np.prod(kernel.grid)) if kernel.grid else 1
-    for inst in walk_insts(kernel.body):
-        if inst.op == "all_reduce":
-            if kernel.attr("has_collectives") and grid > 1:
-                return "collective 'all_reduce' across programs"
-        elif inst.op in SPECIAL or inst.op not in JAX_RULES:
-            return f"no JAX rule for opcode '{inst.op}'"
-    return None
-
-
-def _tracked(kernel: Kernel) -> frozenset:
-    """Tensors an ``affine_range`` loop may carry values through: the ones races stamp."""
-    decls = kernel.decls()
-    out = set()
-
-    def walk(body, declared):
-        declared = set(declared)
-        for s in body:
-            if isinstance(s, Alloc):
-                declared.add(s.decl.name)
-            elif isinstance(s, Loop):
-                if s.kind == "affine":
-                    out.update(declared & _read_and_written(s.body, decls))
-                walk(s.body, declared)
-    walk(kernel.body, {d.name for d in kernel.params})
-    return frozenset(out)
-
-
 class _Compiled:
     """One kernel's compiled executables (per input signature and check mode)."""
 
@@ -680,12 +669,12 @@ class _Compiled:
         self.program = None
         self.runs = 0
         self.why = {}
-        self.has_races = bool(_tracked(kernel))
+        self.has_races = bool(tracked(kernel))
         self.device = None
         self.cvals = None
 
     def fn(self, uninit_error: bool, races: bool, offsets: tuple):
-        """The jitted program for a check mode and the inputs' window offsets (see _window)."""
+        """The jitted program for a check mode and the inputs' offsets (``jax_static.window``)."""
         key = (uninit_error, races and self.has_races, offsets)
         f = self.fns.get(key)
         if f is None:
@@ -711,7 +700,7 @@ class _Compiled:
         if self.device.platform != "cpu":
             return jax.device_put(arrays, self.device), (None,) * len(arrays), self.cvals
         # why: the jitted call adopts aligned host arrays itself (faster than device_put)
-        wins = [_window(a) for a in arrays]
+        wins = [window(a) for a in arrays]
         return [w for w, _ in wins], tuple(off for _, off in wins), self.cvals
 
     def interpreter(self) -> Program:
@@ -741,57 +730,6 @@ def _notice(kernel: Kernel, why: str):
               f"{why}", file=sys.stderr, flush=True)
 
 
-CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False}
-"""XLA options of the compiled programs on CPU (measured by ``bench/compiled_sim.py``)."""
-ZERO_COPY_ALIGN = 64
-"""Byte alignment at which XLA's CPU client adopts a host buffer instead of copying it."""
-ZERO_COPY_MIN = 1 << 16
-"""Inputs smaller than this (bytes) are copied: a copy is cheaper than another program."""
-
-
-class _Span:
-    """A read-only array interface over ``n`` bytes at ``ptr`` that keeps ``base`` alive."""
-
-    def __init__(self, base, ptr, n):
-        self.base = base
-        self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, True),
-                                    "version": 3}
-
-
-def _window(arr: np.ndarray):
-    """``(array, offset)``: ``arr`` as a view XLA can adopt without copying it.
-
-    A C-contiguous array whose data starts ``k`` bytes past a :data:`ZERO_COPY_ALIGN` boundary
-    is widened to start at that boundary (``offset`` = ``k`` in elements; the program slices
-    it off). The widened bytes lie in the same memory page as the array's first byte (the
-    alignment divides the page size), so they are mapped; they are never used.
-    """
-    if arr.nbytes < ZERO_COPY_MIN or not arr.flags.c_contiguous:
-        return arr, None
-    lead = arr.ctypes.data % ZERO_COPY_ALIGN
-    if lead == 0:
-        return arr, None
-    if lead % arr.itemsize:
-        return arr, None
-    raw = np.asarray(_Span(arr, arr.ctypes.data - lead, lead + arr.nbytes))
-    return raw.view(arr.dtype), lead // arr.itemsize
-
-
-def _checked_inputs(kernel: Kernel, inputs: dict) -> list:
-    arrays = []
-    for p in kernel.params:
-        if p.name not in inputs:
-            raise NkiError(None, f"missing input for kernel parameter '{p.name}'")
-        arr = np.asarray(inputs[p.name])
-        if tuple(arr.shape) != tuple(p.shape):
-            raise NkiError(None, f"input '{p.name}' has shape {list(arr.shape)}, the trace "
-                           f"expects {list(p.shape)}")
-        st = D.storage_dtype(D.from_name(p.dtype))
-        # why: the program never writes its inputs, so a matching array needs no copy
-        arrays.append(arr if arr.dtype == st and p.dtype != "tfloat32" else D.cast(arr, p.dtype))
-    return arrays
-
-
 def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
     """Run ``kernel`` (a :class:`Kernel` or :class:`Program`) as one compiled JAX program.
 
@@ -813,11 +751,11 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
     if isinstance(kernel, Program):
         kernel = kernel.kernel
     comp = compiled(kernel)
-    arrays = _checked_inputs(kernel, inputs)
+    arrays = checked_inputs(kernel, inputs)
     key = (params.shuffle_affine,)
     why = comp.why.get(key, False)
     if why is False:
-        why = comp.why[key] = comp.lower.unsupported or _why_interpreted(kernel, params)
+        why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
     if why is None:
         try:
             args, offsets, cvals = comp.args(arrays)

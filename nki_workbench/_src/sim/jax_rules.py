@@ -32,10 +32,11 @@ from .. import dtypes as D
 from ..ir import Access
 from ..ir import expr as E
 from .access import CompiledAccess
+from .interp import _CROSS_LANE, _LANEWISE
 
 __all__ = ["JAX_RULES", "JEx", "Unsupported", "jrule", "opaque", "to_f32", "from_f32", "cast",
-           "binary", "storage", "JaxAccess", "is_traced", "xp", "fits", "fit",
-           "fully_written_outputs", "COVERAGE_BUDGET"]
+           "binary", "storage", "JaxAccess", "is_traced", "xp", "fits", "fit", "lanewise",
+           "taint_lanes", "taint_rows", "ROWWISE_OPS"]
 
 JAX_RULES: dict = {}
 _F32 = np.dtype(np.float32)
@@ -441,6 +442,44 @@ def xp(*xs):
     return np
 
 
+# ----------------------------------------------------------------------------- written-masks
+def lanewise(inst) -> bool:
+    """Whether each output element depends only on the same element of the inputs."""
+    from ..ir import OPCODES
+    return inst.op in _LANEWISE or (
+        inst.op in OPCODES and OPCODES[inst.op].family in ("unary", "binary", "fill")
+        and inst.op not in _CROSS_LANE)
+
+
+# why: reductions whose result row is unwritten exactly when an input row is
+ROWWISE_OPS = {op: True for op in ("sum", "prod", "max", "min", "mean", "all", "var",
+                                    "softmax", "rms_norm")}
+
+
+def taint_rows(inst, taints, shape):
+    """Written-mask of a reduction's result: a row is written when all its inputs were."""
+    axes = tuple(inst.attr("axis"))
+    keep = bool(inst.attr("keepdims", False)) or inst.op in ("softmax", "rms_norm")
+    t = taints[0]
+    for other in taints[1:]:
+        if fits(other.shape, t.shape):
+            t = t & jnp.broadcast_to(other, t.shape)
+        else:
+            t = t & jnp.all(other)
+    row = jnp.all(t, axis=axes, keepdims=keep) if t.ndim > max(axes) else t
+    return jnp.broadcast_to(row, shape) if keep else row.reshape(shape)
+
+
+def taint_lanes(taints, shape):
+    """Written-mask of a lane-wise result: the AND of the inputs' masks."""
+    out = jnp.ones(shape, bool)
+    for t in taints:
+        if 0 < t.ndim < len(shape):
+            t = t.reshape(t.shape + (1,) * (len(shape) - t.ndim))
+        out = out & (jnp.broadcast_to(t, shape) if fits(t.shape, shape) else jnp.all(t))
+    return out
+
+
 # ----------------------------------------------------------------------------- accesses
 class JaxAccess:
     """One IR access lowered to slices (proven in range) or checked gathers/scatters."""
@@ -554,6 +593,22 @@ class JaxAccess:
         v = jnp.where(lib.all(inb), v, masked)
         return v.reshape(ca.shape), bad
 
+    def static_block(self, value, lw):
+        """``(starts, block)`` of a write of one in-range, unit-stride block at static offsets.
+
+        ``block`` is ``value`` laid out as that block; ``None`` for any other write.
+        """
+        ca = self.ca
+        if ca.whole:
+            return (0,) * len(ca.decl_shape), jnp.broadcast_to(value, ca.shape).reshape(
+                ca.decl_shape)
+        if not ca.fast or not self.in_range(lw.ranges):
+            return None
+        reg = self._region(lw.env)
+        if any(is_traced(r[0]) or r[2] != 1 or r[3] for r in reg):
+            return None
+        return tuple(int(r[0]) for r in reg), self._to_region(value, reg, False)
+
     def write(self, data, value, lw, sel=None):
         """``(new data, bad)`` with ``value`` stored where ``sel`` (grid-shaped) holds."""
         import jax.numpy as jnp
@@ -604,79 +659,3 @@ def fit(sel, grid):
     lib = xp(sel)
     return lib.broadcast_to(sel, grid)
 
-
-# ----------------------------------------------------------------------------- static coverage
-COVERAGE_BUDGET = 1 << 24
-"""Most index elements :func:`fully_written_outputs` enumerates before it gives up (sound)."""
-
-
-def fully_written_outputs(kernel) -> frozenset:
-    """Outputs that every run provably writes whole, so the program needs no written-mask.
-
-    An output qualifies when nothing reads it or views it, every write to it is unmasked,
-    non-accumulating, has no run-time (``Dyn``) index, stays in bounds, and the writes of all
-    loop iterations and SPMD programs together cover every element. The IR has no branches,
-    so an unmasked instruction runs once per value of its enclosing loop variables; the
-    coverage is enumerated with those values (within :data:`COVERAGE_BUDGET`).
-    """
-    from ..ir import Inst, Loop, Scalar
-    decls = kernel.decls()
-    names = {n for n in kernel.outputs if decls[n].base is None and (
-        decls[n].kind == "output" or decls[n].buffer == "shared_hbm")}
-    names -= {d.base for d in decls.values() if d.base is not None}
-    grid = tuple(kernel.grid) or (1,)
-    pids = [{f"pid{a}": int(v) for a, v in enumerate(p)} for p in np.ndindex(*grid)]
-    writes = {n: [] for n in names}
-
-    def refs(inst):
-        exprs = [] if inst.mask is None else [inst.mask]
-        for a in inst.ins + inst.outs:
-            if isinstance(a, Access):
-                exprs += list(a.index or ())
-            elif not isinstance(a, Scalar):
-                exprs.append(a)
-        return {d.tensor for e in exprs for d in E.dyns(e)}
-
-    def walk(body, loops):
-        for s in body:
-            if isinstance(s, Loop):
-                walk(s.body, loops + [(s.var, range(s.start, s.stop, s.step))])
-            elif isinstance(s, Inst):
-                names.difference_update(refs(s))
-                names.difference_update(a.tensor for a in s.ins if isinstance(a, Access))
-                for o in s.outs:
-                    if o.tensor in writes:
-                        if s.mask is not None or s.attr("acc") is not None or any(
-                                E.dyns(e) for e in (o.index or ()) if e is not None):
-                            names.discard(o.tensor)
-                        writes[o.tensor].append((o, loops))
-    walk(kernel.body, [])
-    return frozenset(n for n in names if _covers(decls[n].shape, writes[n], pids))
-
-
-def _covers(shape, writes, pids) -> bool:
-    import itertools
-    shape = tuple(shape)
-    seen = np.zeros(shape, bool)
-    budget = COVERAGE_BUDGET
-    for acc, loops in writes:
-        idx = acc.index
-        if idx is None:
-            return True
-        n = int(np.prod(E.grid_shape(idx) or (1,)))
-        for pid in pids:
-            for vals in itertools.product(*(r for _, r in loops)):
-                budget -= n
-                if budget < 0:
-                    return False
-                env = dict(pid, **{v: x for (v, _), x in zip(loops, vals, strict=True)})
-                try:
-                    arrs = [np.asarray(E.evaluate(e, env), np.int64) for e in idx]
-                except (ValueError, KeyError):
-                    return False
-                arrs = np.broadcast_arrays(*arrs)
-                if any(a.size and (a.min() < 0 or a.max() >= s)
-                       for a, s in zip(arrs, shape, strict=True)):
-                    return False
-                seen[tuple(arrs)] = True
-    return bool(seen.all())

@@ -1,0 +1,182 @@
+"""What the compiled backend settles before tracing a kernel.
+
+Outputs proven written whole, inputs adopted without a copy, and whether the kernel compiles.
+
+Both only remove work from the compiled program; neither changes a result or a diagnostic
+(see :mod:`.jax_exec`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .. import dtypes as D
+from ..errors import NkiError
+from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
+from ..ir import expr as E
+from .interp import SPECIAL, SimParams, _read_and_written
+
+__all__ = ["fully_written_outputs", "window", "checked_inputs", "COVERAGE_BUDGET",
+           "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted"]
+
+
+# ----------------------------------------------------------------------------- coverage
+COVERAGE_BUDGET = 1 << 24
+"""Most index elements :func:`fully_written_outputs` enumerates before it gives up (sound)."""
+
+
+def fully_written_outputs(kernel) -> frozenset:
+    """Outputs that every run provably writes whole, so the program needs no written-mask.
+
+    An output qualifies when nothing reads it or views it, every write to it is unmasked,
+    non-accumulating, has no run-time (``Dyn``) index, stays in bounds, and the writes of all
+    loop iterations and SPMD programs together cover every element. The IR has no branches,
+    so an unmasked instruction runs once per value of its enclosing loop variables; the
+    coverage is enumerated with those values (within :data:`COVERAGE_BUDGET`).
+    """
+    decls = kernel.decls()
+    names = {n for n in kernel.outputs if decls[n].base is None and (
+        decls[n].kind == "output" or decls[n].buffer == "shared_hbm")}
+    names -= {d.base for d in decls.values() if d.base is not None}
+    grid = tuple(kernel.grid) or (1,)
+    pids = [{f"pid{a}": int(v) for a, v in enumerate(p)} for p in np.ndindex(*grid)]
+    writes = {n: [] for n in names}
+
+    def refs(inst):
+        exprs = [] if inst.mask is None else [inst.mask]
+        for a in inst.ins + inst.outs:
+            if isinstance(a, Access):
+                exprs += list(a.index or ())
+            elif not isinstance(a, Scalar):
+                exprs.append(a)
+        return {d.tensor for e in exprs for d in E.dyns(e)}
+
+    def walk(body, loops):
+        for s in body:
+            if isinstance(s, Loop):
+                walk(s.body, loops + [(s.var, range(s.start, s.stop, s.step))])
+            elif isinstance(s, Inst):
+                names.difference_update(refs(s))
+                names.difference_update(a.tensor for a in s.ins if isinstance(a, Access))
+                for o in s.outs:
+                    if o.tensor in writes:
+                        if s.mask is not None or s.attr("acc") is not None or any(
+                                E.dyns(e) for e in (o.index or ()) if e is not None):
+                            names.discard(o.tensor)
+                        writes[o.tensor].append((o, loops))
+    walk(kernel.body, [])
+    return frozenset(n for n in names if _covers(decls[n].shape, writes[n], pids))
+
+
+def _covers(shape, writes, pids) -> bool:
+    shape = tuple(shape)
+    seen = np.zeros(shape, bool)
+    budget = COVERAGE_BUDGET
+    for acc, loops in writes:
+        idx = acc.index
+        if idx is None:
+            return True
+        n = int(np.prod(E.grid_shape(idx) or (1,)))
+        for pid in pids:
+            for vals in itertools.product(*(r for _, r in loops)):
+                budget -= n
+                if budget < 0:
+                    return False
+                env = dict(pid, **{v: x for (v, _), x in zip(loops, vals, strict=True)})
+                try:
+                    arrs = [np.asarray(E.evaluate(e, env), np.int64) for e in idx]
+                except (ValueError, KeyError):
+                    return False
+                arrs = np.broadcast_arrays(*arrs)
+                if any(a.size and (a.min() < 0 or a.max() >= s)
+                       for a, s in zip(arrs, shape, strict=True)):
+                    return False
+                seen[tuple(arrs)] = True
+    return bool(seen.all())
+
+
+# ----------------------------------------------------------------------------- run modes
+def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
+    """Why this kernel/params pair runs in the interpreter (``None``: it compiles)."""
+    from .jax_rules import JAX_RULES  # why: jax_rules imports jax; jax_exec loads it lazily
+    if params.shuffle_affine:
+        return "SimParams(shuffle_affine=True)"
+    grid = int(np.prod(kernel.grid)) if kernel.grid else 1
+    for inst in walk_insts(kernel.body):
+        if inst.op == "all_reduce":
+            if kernel.attr("has_collectives") and grid > 1:
+                return "collective 'all_reduce' across programs"
+        elif inst.op in SPECIAL or inst.op not in JAX_RULES:
+            return f"no JAX rule for opcode '{inst.op}'"
+    return None
+
+
+def tracked(kernel: Kernel) -> frozenset:
+    """Tensors an ``affine_range`` loop may carry values through: the ones races stamp."""
+    decls = kernel.decls()
+    out = set()
+
+    def walk(body, declared):
+        declared = set(declared)
+        for s in body:
+            if isinstance(s, Alloc):
+                declared.add(s.decl.name)
+            elif isinstance(s, Loop):
+                if s.kind == "affine":
+                    out.update(declared & _read_and_written(s.body, decls))
+                walk(s.body, declared)
+    walk(kernel.body, {d.name for d in kernel.params})
+    return frozenset(out)
+
+
+# ----------------------------------------------------------------------------- inputs
+ZERO_COPY_ALIGN = 64
+"""Byte alignment at which XLA's CPU client adopts a host buffer instead of copying it."""
+ZERO_COPY_MIN = 1 << 16
+"""Inputs smaller than this (bytes) are copied: a copy is cheaper than another program."""
+
+
+class _Span:
+    """A read-only array interface over ``n`` bytes at ``ptr`` that keeps ``base`` alive."""
+
+    def __init__(self, base, ptr, n):
+        self.base = base
+        self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, True),
+                                    "version": 3}
+
+
+def window(arr: np.ndarray):
+    """``(array, offset)``: ``arr`` as a view XLA can adopt without copying it.
+
+    A C-contiguous array whose data starts ``k`` bytes past a :data:`ZERO_COPY_ALIGN` boundary
+    is widened to start at that boundary (``offset`` = ``k`` in elements; the program slices
+    it off). The widened bytes lie in the same memory page as the array's first byte (the
+    alignment divides the page size), so they are mapped; they are never used.
+    """
+    if arr.nbytes < ZERO_COPY_MIN or not arr.flags.c_contiguous:
+        return arr, None
+    lead = arr.ctypes.data % ZERO_COPY_ALIGN
+    if lead == 0:
+        return arr, None
+    if lead % arr.itemsize:
+        return arr, None
+    raw = np.asarray(_Span(arr, arr.ctypes.data - lead, lead + arr.nbytes))
+    return raw.view(arr.dtype), lead // arr.itemsize
+
+
+def checked_inputs(kernel: Kernel, inputs: dict) -> list:
+    """The inputs in parameter order and storage dtype (the interpreter's checks and errors)."""
+    arrays = []
+    for p in kernel.params:
+        if p.name not in inputs:
+            raise NkiError(None, f"missing input for kernel parameter '{p.name}'")
+        arr = np.asarray(inputs[p.name])
+        if tuple(arr.shape) != tuple(p.shape):
+            raise NkiError(None, f"input '{p.name}' has shape {list(arr.shape)}, the trace "
+                           f"expects {list(p.shape)}")
+        st = D.storage_dtype(D.from_name(p.dtype))
+        # why: the program never writes its inputs, so a matching array needs no copy
+        arrays.append(arr if arr.dtype == st and p.dtype != "tfloat32" else D.cast(arr, p.dtype))
+    return arrays

@@ -1,0 +1,224 @@
+"""The compiled backend's fast paths keep the interpreter's results and diagnostics.
+
+Covered here: the static proof that an output is written whole (no written-mask in the
+program), the assembly of such an output from its blocks with one concatenate, the zero-copy
+adoption of host inputs (aligned windows), and loops kept rolled inside rolled loops.
+"""
+
+import warnings
+
+import kernels_public as K
+import numpy as np
+import pytest
+
+import nki_workbench.nki.language as nl
+from nki_workbench import nki
+from nki_workbench._src.sim import jax_exec
+from nki_workbench._src.sim.interp import Program
+
+pytest.importorskip("jax")
+import jax  # noqa: E402
+
+from nki_workbench._src.sim import jax_static  # noqa: E402
+from nki_workbench._src.sim.jax_static import fully_written_outputs  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.uniform(-1, 1, size=shape).astype(dtype)
+
+
+def _trace(kernel, *args):
+    k = nki.trace_kernel(kernel, *args).kernel
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    return k, {p.name: a for p, a in zip(k.params, arrays, strict=True)}
+
+
+def _same(kernel, *args):
+    """Run both backends without warnings; assert bit-identical outputs; return the IR."""
+    k, inputs = _trace(kernel, *args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref = Program(k).run(inputs, backend="numpy")
+        comp = jax_exec.compiled(k)
+        runs = comp.runs
+        out = jax_exec.run_compiled(k, inputs)
+    assert comp.runs == runs + 1, "the kernel was not run compiled"
+    for n in ref:
+        assert out[n].dtype == ref[n].dtype
+        np.testing.assert_array_equal(out[n].view(np.uint8), ref[n].view(np.uint8))
+    return k, inputs
+
+
+def _hlo(k, inputs):
+    comp = jax_exec.compiled(k)
+    args, offsets, cvals = comp.args(jax_static.checked_inputs(k, inputs))
+    return comp.fn(False, True, offsets).lower(args, cvals, jax_exec._ZERO).as_text()
+
+
+def row_tiles(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        rows = slice(i * 128, (i + 1) * 128)
+        nl.store(out[rows, :], nl.add(nl.load(a[rows, :]), nl.load(b[rows, :])))
+    return out
+
+
+def half_written(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out[0:128, :], nl.load(a[0:128, :]))
+    return out
+
+
+def read_back(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a))
+    t = nl.load(out)
+    nl.store(out, nl.multiply(t, 2.0))
+    return out
+
+
+def overwritten(a, b):
+    out = nl.ndarray((256, 64), a.dtype, buffer=nl.shared_hbm)
+    nl.store(out[0:128, :], nl.load(a[0:128, :]))
+    nl.store(out[0:128, :], nl.load(b[0:128, :]))
+    nl.store(out[128:256, :], nl.load(a[128:256, :]))
+    return out
+
+
+def column_tiles(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for j in nl.affine_range(a.shape[1] // 32):
+        cols = slice(j * 32, (j + 1) * 32)
+        nl.store(out[:, cols], nl.multiply(nl.load(a[:, cols]), 3.0))
+    return out
+
+
+def test_coverage_proof_accepts_exact_tilings_and_rejects_the_rest():
+    a, b = rand(512, 64), rand(512, 64)
+    assert fully_written_outputs(_trace(row_tiles, a, b)[0]) == {"out"}
+    assert fully_written_outputs(_trace(K.tensor_add_spmd[2, 3], rand(256, 1536),
+                                        rand(256, 1536))[0]) == {"c_output"}
+    assert fully_written_outputs(_trace(half_written, a)[0]) == frozenset()
+    assert fully_written_outputs(_trace(read_back, rand(128, 64))[0]) == frozenset()
+    ragged = _trace(K.tensor_add_ragged, rand(300, 100), rand(300, 100))[0]
+    assert fully_written_outputs(ragged) == frozenset()  # masked stores
+
+
+def test_row_tiled_output_is_one_concatenate_without_written_mask():
+    k, inputs = _same(row_tiles, rand(512, 64), rand(512, 64))
+    text = _hlo(k, inputs)
+    assert "concatenate" in text
+    assert "dynamic_update_slice" not in text and "tensor<512x64xi1>" not in text
+
+
+def test_column_tiles_and_overwrites_match_the_interpreter():
+    k, inputs = _same(column_tiles, rand(128, 128))
+    assert "concatenate" in _hlo(k, inputs)
+    a, b = rand(256, 64), rand(256, 64)
+    k, _ = _same(overwritten, a, b)
+    out = jax_exec.run_compiled(k, {"a": a, "b": b})["out"]
+    np.testing.assert_array_equal(out, np.concatenate([b[:128], a[128:]]))
+
+
+def test_partially_written_output_still_warns_like_the_interpreter():
+    a = rand(256, 64)
+    k, inputs = _trace(half_written, a)
+    with pytest.warns(UserWarning) as ref_rec:
+        ref = Program(k).run(inputs, backend="numpy")
+    with pytest.warns(UserWarning) as rec:
+        out = jax_exec.run_compiled(k, inputs)
+    assert [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
+    np.testing.assert_array_equal(out["out"], ref["out"])
+
+
+def test_tainted_value_into_a_proven_output_reports_like_the_interpreter():
+    def k(a):
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 64), nl.float32)
+        t[:, 0:32] = nl.load(a[:, 0:32])
+        nl.store(out, nl.add(t, 1.0))
+        return out
+
+    k_ir, inputs = _trace(k, rand(128, 64))
+    assert fully_written_outputs(k_ir) == {"out"}
+    with warnings.catch_warnings(record=True) as ref_rec:
+        warnings.simplefilter("always")
+        ref = Program(k_ir).run(inputs, backend="numpy")
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = jax_exec.run_compiled(k_ir, inputs)
+    assert ref_rec, "the interpreter reports the unwritten elements"
+    assert [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
+    np.testing.assert_array_equal(out["out"], ref["out"])
+    assert np.isnan(out["out"][:, 32:]).all()
+    np.testing.assert_array_equal(out["out"][:, :32], inputs["a"][:, :32] + 1.0)
+
+
+def test_blocks_before_a_rolled_loop_are_kept(monkeypatch):
+    monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 0)
+    monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
+
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out[0:128, :], nl.negative(nl.load(a[0:128, :])))
+        for i in nl.affine_range(1, a.shape[0] // 128):
+            rows = slice(i * 128, (i + 1) * 128)
+            nl.store(out[rows, :], nl.load(a[rows, :]))
+        return out
+
+    a = rand(512, 32)
+    k_ir, inputs = _same(k, a)
+    assert "while" in _hlo(k_ir, inputs)
+    np.testing.assert_array_equal(jax_exec.run_compiled(k_ir, inputs)["out"],
+                                  np.concatenate([-a[:128], a[128:]]))
+
+
+def _at_offset(x, lead):
+    """A copy of ``x`` whose data starts ``lead`` bytes past a 64-byte boundary."""
+    buf = np.empty(x.nbytes + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + lead
+    y = buf[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    y[...] = x
+    return y
+
+
+@pytest.mark.parametrize("lead", [0, 16, 48])
+def test_inputs_are_adopted_without_a_copy(lead):
+    x = _at_offset(rand(256, 128), lead)
+    win, off = jax_static.window(x)
+    assert (off is None) == (lead == 0)
+    assert win.ctypes.data % jax_static.ZERO_COPY_ALIGN == 0
+    assert win is x if lead == 0 else not win.flags.writeable
+    dev = jax.device_put(win)
+    if jax.devices()[0].platform == "cpu":
+        assert dev.unsafe_buffer_pointer() == x.ctypes.data - lead
+    flat = np.asarray(dev).reshape(-1)
+    np.testing.assert_array_equal(flat[off or 0:(off or 0) + x.size].reshape(x.shape), x)
+    y = _at_offset(rand(256, 128), 32)
+    _same(row_tiles, np.ascontiguousarray(np.concatenate([x, x])), np.concatenate([y, y]))
+
+
+def test_unadoptable_inputs_are_copied_and_still_exact():
+    x = rand(512, 128)
+    odd = _at_offset(x, 2)  # not a whole number of elements past the boundary
+    assert jax_static.window(odd)[1] is None
+    strided = rand(512, 128)[:, ::2]
+    assert jax_static.window(strided)[1] is None
+    _same(row_tiles, odd[:, :64].copy(), strided)
+    _same(row_tiles, strided, np.asarray(odd[:, :64]))
+
+
+def test_loops_inside_a_rolled_loop_stay_rolled(monkeypatch):
+    """Unrolled static tiles inside a ``fori_loop`` become hoisted loop state (copies)."""
+    monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 8)
+    monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
+    args = (rand(256, 256).astype(np.float32), rand(256, 1024).astype(np.float32))
+    k, inputs = _trace(K.matmul_tiled, *args)
+    text = _hlo(k, inputs)
+    assert text.count("stablehlo.dot_general") == 1 and text.count("stablehlo.while") >= 2
+    ref = Program(k).run(inputs, backend="numpy")
+    out = jax_exec.run_compiled(k, inputs)
+    for n in ref:
+        np.testing.assert_allclose(out[n], ref[n], rtol=1e-5, atol=1e-4)
