@@ -9,9 +9,9 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
+import nki_workbench.nki.language as nl  # noqa: E402
 from nki_workbench import nki  # noqa: E402
 from nki_workbench._src.dispatch import _native_mode_map, compute_mode  # noqa: E402
-import nki_workbench.nki.language as nl  # noqa: E402
 
 
 @nki.jit
