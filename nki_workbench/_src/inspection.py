@@ -229,7 +229,7 @@ def _to_numpy(x):
 
 
 def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, params=None,
-            progress=None, **kwargs) -> Inspection:
+            progress=None, sim_backend=None, **kwargs) -> Inspection:
     """Trace ``kernel`` for these arguments, build its backend_config and simulate it.
 
     Args:
@@ -242,6 +242,8 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
         progress: ``progress(ir_kernel)`` returning a context manager whose value is the
             simulator's observer (``observer(inst, state)`` per executed instruction), e.g.
             ``nki_workbench.notebook.progress.SimulationProgress``.
+        sim_backend: ``"numpy"`` (the interpreter), ``"jax"`` (the compiled program) or ``None``
+            (``NKI_WORKBENCH_SIM_BACKEND``); with a ``progress`` observer it always interprets.
         **kwargs: keyword arguments of the kernel.
 
     Returns:
@@ -265,7 +267,7 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
     arrays = [_to_numpy(v) for _, v in leaves]
     inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
     if progress is None:
-        outs = _program(traced).run(inputs, params)
+        outs = _program(traced).run(inputs, params, backend=sim_backend)
     else:
         with progress(k) as observer:
             outs = _program(traced).run(inputs, params, observer=observer)

@@ -40,3 +40,9 @@ def test_occupancy_live_ranges_in_ns_from_the_timeline():
     for x in allocs:
         start, end = x.live_ns
         assert 0 <= start <= end <= insp.timeline.total_ns
+
+
+def test_inspect_with_the_compiled_backend_gives_the_same_outputs():
+    a = np.arange(256 * 64, dtype=np.float32).reshape(256, 64) / 1000
+    ref = nki_workbench.inspect(k, a, sim_backend="numpy").outputs
+    np.testing.assert_array_equal(nki_workbench.inspect(k, a, sim_backend="jax").outputs, ref)
