@@ -243,9 +243,6 @@ def test_profile_writes_its_summary_and_honours_overwrite(tmp_path, fake_cost_mo
 
 
 def test_profile_with_the_real_time_model_writes_a_perfetto_trace(tmp_path):
-    timing = pytest.importorskip("nki_workbench._src.sim.timing")
-    if not hasattr(timing, "timeline"):
-        pytest.skip("the time model has no timeline yet")
     wd = tmp_path / "prof"
     nki.profile(add, working_directory=str(wd), platform_target="trn1")(
         _f32(128, 64), _f32(128, 64))
