@@ -153,7 +153,10 @@ def broadcast_to(src, *, shape, **kwargs):
     shape = tuple(int(s) for s in shape)
     if tuple(src.shape) == shape:
         return src
-    if broadcast("nl.broadcast_to", src.shape, shape) != shape:
+    src_shape = tuple(src.shape)
+    while len(src_shape) > len(shape) and src_shape[-1] == 1:
+        src_shape = src_shape[:-1]  # why: trailing unit dims hold no elements (NKI ignores them)
+    if broadcast("nl.broadcast_to", src_shape, shape) != shape:
         raise NkiError(None, f"nl.broadcast_to: cannot broadcast {list(src.shape)} to "
                        f"{list(shape)}", user_location())
     return M.compute("broadcast_to", [src], shape, src.dtype, api="nl.broadcast_to")

@@ -264,7 +264,7 @@ class Program:
             inst.op in OPCODES and OPCODES[inst.op].family in ("unary", "binary", "fill")
             and inst.op not in _CROSS_LANE)
         reader = self
-        rowwise = _rowwise(inst)
+        rowwise = _rowwise(inst) or _partitionwise(inst)
         # why: a tile created by this instruction is dead when the instruction runs again (it is
         # scoped to the loop body), so its float32 buffer can receive the new result
         reuse = binds and len(outs) == 1 and outs[0][0].whole and \
@@ -401,6 +401,8 @@ class Program:
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
                outer_sets, ok=None):
         res = np.asarray(res)
+        if sel is not None and _fit(sel, ca.grid) is None:
+            sel = None  # why: a mask over the inputs' grid (a reduction's) does not mask the output
         if res_dtype is not None and res.dtype != _storage(res_dtype):
             res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
         if binds and sel is None and acc_mode is None:
@@ -645,6 +647,36 @@ _LANEWISE = {"copy", "load", "store", "broadcast_to", "where", "memset", "dropou
 _CROSS_LANE = {"load_transpose2d", "atomic_rmw"}
 
 
+# ops whose output partition p reads more than input partition p (TensorE, cross-partition GpSimd,
+# transposing DMAs): an unwritten input element there is reported, not propagated
+_CROSS_PARTITION = {"matmul", "transpose", "nc_matmul", "nc_transpose", "tensor_partition_reduce",
+                    "nc_stream_shuffle", "local_gather", "load_transpose2d", "dma_transpose",
+                    "all_reduce", "atomic_rmw", "device_print", "iota", "sequence_bounds"}
+
+
+def _partitionwise(inst):
+    """Taint rule of Vector/Scalar/GpSimd ops that stay within a partition (e.g. bn_stats).
+
+    Output partition ``p`` is marked unwritten when any element the op read in input partition
+    ``p`` was unwritten — exact for partition-local ops, conservative along the free axes.
+    """
+    info = OPCODES.get(inst.op)
+    if info is None or inst.op in _CROSS_PARTITION or \
+            (inst.attr("engine") or info.engine) not in ("vector", "scalar", "gpsimd"):
+        return None
+
+    def combine(taints, shape):
+        if not shape:
+            return None
+        row = np.ones(shape[0], dtype=bool)
+        for t in taints:
+            if t.ndim == 0 or t.shape[0] != shape[0]:
+                return np.broadcast_to(bool(np.all(t)), shape)
+            row &= t.reshape(t.shape[0], -1).all(axis=1)
+        return np.broadcast_to(row.reshape((shape[0],) + (1,) * (len(shape) - 1)), shape)
+    return combine
+
+
 def _read_and_written(body, decls):
     """Root tensor names that the statements both read and write (not by accumulation)."""
     def root(name):
@@ -684,15 +716,22 @@ def _rowwise(inst):
 
 
 def _and_all(taints, shape):
-    """Elements written in every input (taints broadcast to the result shape)."""
+    """Elements written in every input (taints brought to the result shape like the values)."""
     out = np.ones(shape, dtype=bool)
     for t in taints:
-        if 0 < t.ndim < len(shape):
+        if t.shape != tuple(shape) and t.size == out.size and (not shape or t.shape[:1] ==
+                                                               tuple(shape[:1])):
+            t = t.reshape(shape)  # why: NKI assigns by partition and elements per partition
+        elif 0 < t.ndim < len(shape):
             t = t.reshape(t.shape + (1,) * (len(shape) - t.ndim))
         try:
             out &= np.broadcast_to(t, shape)
         except ValueError:
-            out &= bool(np.all(t))
+            if shape and t.ndim and t.shape[0] == shape[0]:
+                row = t.reshape(t.shape[0], -1).all(axis=1)
+                out &= row.reshape((shape[0],) + (1,) * (len(shape) - 1))
+            else:
+                out &= bool(np.all(t))
     return out
 
 

@@ -202,7 +202,12 @@ def _where(ex):
 # ----------------------------------------------------------------------------- copies, fills
 @rule("copy", "load", "store", "broadcast_to", "load_transpose2d", "loop_reduce")
 def _copy(ex):
-    x = align(ex.ins[0], len(ex.out_shape)) if ex.inst.op == "broadcast_to" else ex.ins[0]
+    x = ex.ins[0]
+    if ex.inst.op == "broadcast_to":
+        x = np.asarray(x)
+        while x.ndim > len(ex.out_shape) and x.shape[-1] == 1:
+            x = x[..., 0]  # why: trailing unit dims hold no elements (NKI ignores them)
+        x = align(x, len(ex.out_shape))
     if ex.inst.op == "load_transpose2d":
         x = np.asarray(x).T
     if isinstance(x, np.ndarray) and x.shape != tuple(ex.out_shape):

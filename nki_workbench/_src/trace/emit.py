@@ -209,6 +209,25 @@ def _check_bounds(ctx, acc: Access, masked: bool, loc):
                            "shrink the index range or guard the edge with mask=(index < size)")
 
 
+def _mask_on_grid(m, values):
+    """Express a mask's aranges on the grid axes the operands' subscripts gave them.
+
+    A subscript mixing index grids of different ranks (``t[i_p3, i_f2]`` with a 3-D and a 2-D
+    ``nl.mgrid``) aligns them numpy-style; a mask written with the same aranges must follow.
+    """
+    if m is None:
+        return m
+    mapping = {}
+    T = _tensor_cls()
+    for v in values:
+        if isinstance(v, T) and v._iota_map:
+            for k, w in v._iota_map.items():
+                mapping.setdefault(k, w)
+    if not mapping:
+        return m
+    return E.substitute(m, {k: w for k, w in mapping.items() if k in E.iotas(m)}) or m
+
+
 def _check_output_dependency(ctx, t, acc: Access, loc, api):
     """Every iteration of an affine loop writing the same HBM location is an NKI error."""
     if t.buffer in _ONCHIP or not ctx.loops:
@@ -239,7 +258,7 @@ def emit(op: str, outs, ins, *, attrs=None, mask=None, api: str | None = None):
     api = api or op
     ctx = C.require(api)
     loc = user_location()
-    m = mask_expr(mask)
+    m = _mask_on_grid(mask_expr(mask), list(outs) + list(ins))
     out_ops = []
     for o in outs:
         o._check_live(api)

@@ -38,7 +38,7 @@ class NkiTensor:
     """
 
     __slots__ = ("_ctx", "_name", "_index", "_shape", "_scope", "_prod", "_inplace", "_dead",
-                 "_fresh", "_is_index_tensor", "_mutable")
+                 "_fresh", "_is_index_tensor", "_mutable", "_iota_map")
     __array_priority__ = 1000  # why: `np.float32(2) * tile` must call our __rmul__
 
     def __init__(self, ctx, name: str, index=None, shape=None, scope=None):
@@ -53,6 +53,7 @@ class NkiTensor:
         self._fresh = False
         self._is_index_tensor = False
         self._mutable = False
+        self._iota_map = None  # user iota -> its axis in this view's grid (advanced indexing)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -452,6 +453,11 @@ def _subscript(t: NkiTensor, key) -> NkiTensor:
         ndim = max([len(E.grid_shape([e])) for e in exprs] + [0])
         extra = len(shape) - len(exprs)
         out_nd = ndim + extra
+        iota_map = {}
+        for e in exprs:
+            for io in E.iotas(e):
+                # why: a mask written with the same aranges must land on the same grid axes
+                iota_map[io] = E.as_expr(E.Iota(io.size, io.axis + ndim - io.ndim, out_nd))
         for e in exprs:
             e = E.align_iotas(e, ndim)
             e = _pad_iotas(e, out_nd) if extra else e
@@ -500,6 +506,8 @@ def _subscript(t: NkiTensor, key) -> NkiTensor:
         index = tuple(E.substitute(e, mapping) for e in _normalize_view(t._index, shape))
     view = NkiTensor(t._ctx, t._name, index, tuple(out_shape), t._scope)
     view._is_index_tensor = t._is_index_tensor
+    if advanced and any(k != v for k, v in ((E.as_expr(k), v) for k, v in iota_map.items())):
+        view._iota_map = iota_map
     return view
 
 
