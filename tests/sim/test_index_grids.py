@@ -53,3 +53,23 @@ def test_mask_follows_the_grid_axis_its_arange_got():
                             np.zeros(1000, np.float32)).text
     line = next(ln for ln in text.splitlines() if "bn_stats(" in ln)
     assert "mask=(512*c + {512@1/4} < 1000)" in line
+
+
+def causal_scores(q_t, k_t):
+    """Causal-masked q @ k.T for one 128-row tile, straight from PSUM through affine_select."""
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    ip, jf = nl.mgrid[0:128, 0:128]
+    acc = nl.zeros((nl.par_dim(128), 128), dtype=np.float32, buffer=nl.psum)
+    acc[ip, jf] += nisa.nc_matmul(stationary=nl.load(q_t), moving=nl.load(k_t))
+    masked = nisa.affine_select(pred=(ip >= jf), on_true_tile=acc[ip, jf],
+                                on_false_value=-9984.0, dtype=nl.float32)
+    nl.store(out, masked)
+    return out
+
+
+def test_affine_select_reads_a_psum_matmul_result():
+    rng = np.random.default_rng(1)
+    q_t, k_t = rng.random((64, 128), np.float32), rng.random((64, 128), np.float32)
+    s = q_t.T @ k_t
+    ref = np.where(np.tril(np.ones_like(s)) > 0, s, -9984.0)
+    np.testing.assert_allclose(nki.simulate_kernel(causal_scores, q_t, k_t), ref, rtol=1e-5)

@@ -72,7 +72,8 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
             isinstance(on_false_value, bool):
         raise K.err(None, f"{api}: on_false_value must be a float32 scalar, got "
                     f"{type(on_false_value).__name__}")
-    K.require_psum_free(api, "gpsimd", on_true_tile)
+    # why: no PSUM check here: NKI's own SD-attention tutorial applies affine_select directly to
+    # a PSUM matmul result (the compiler stages the operand), so real kernels rely on it
     return K.compute("affine_select", [p, on_true_tile, Scalar(float(on_false_value))],
                      on_true_tile.shape, dt, "gpsimd", mask=mask, api=api)
 
