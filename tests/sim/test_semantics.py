@@ -309,3 +309,29 @@ def test_trace_is_flat_in_trip_count():
     big = nki.trace_kernel(make(4096), np.zeros((128, 4 * 4096), np.float32)).text
     assert len(small.splitlines()) == len(big.splitlines())
     assert "affine_range(0, 4096, 1)" in big
+
+
+def test_in_place_accumulation_into_an_outer_tile_is_not_a_race():
+    """`acc[...] += x` / `-=` / `*=` inside affine loops are accumulations NKI allows."""
+    def k(a):
+        out = nl.ndarray((3, 128, 8), nl.float32, buffer=nl.shared_hbm)
+        s = nl.zeros((128, 8), nl.float32)
+        d = nl.full((128, 8), 100.0, nl.float32)
+        p = nl.ones((128, 8), nl.float32)
+        for i in nl.affine_range(4):
+            x = nl.load(a[i])
+            s[...] += x
+            d[...] -= x
+            p[...] *= 2.0
+        nl.store(out[0], s)
+        nl.store(out[1], d)
+        nl.store(out[2], p)
+        return out
+
+    a = np.random.default_rng(3).random((4, 128, 8), dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = nki.simulate_kernel(k, a)
+    np.testing.assert_allclose(out[0], a.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(out[1], 100 - a.sum(0), rtol=1e-6)
+    np.testing.assert_array_equal(out[2], np.full((128, 8), 16.0))

@@ -350,8 +350,10 @@ def assign(dst, value, acc: str | None = None, temp: bool = False):
             return
         src = value
         if acc is not None:
-            emit("add" if acc == "add" else acc, [dst], [dst, src],
-                 attrs={"dtype": D.name_of(D.result_type(dst.dtype, src.dtype))}, api="+=")
+            # why: `dst op= src` is an accumulation (allowed in affine loops), not a read of dst
+            # from another iteration; the acc attribute makes the simulator combine in fp32
+            emit("copy", [dst], [src], attrs={"dtype": D.name_of(src.dtype), "acc": acc},
+                 api=f"{acc} (in place)")
             return
         emit("copy", [dst], [src], attrs={"dtype": D.name_of(src.dtype)}, api="assignment")
         return
@@ -360,7 +362,8 @@ def assign(dst, value, acc: str | None = None, temp: bool = False):
                        "materialise indices with nisa.iota(expr, dtype)")
     if isinstance(value, (int, float, bool, np.generic)):
         if acc is not None:
-            emit(acc, [dst], [dst, value], attrs={"dtype": D.name_of(dst.dtype)}, api="+=")
+            emit("memset", [dst], [value], attrs={"dtype": D.name_of(dst.dtype), "acc": acc},
+                 api=f"{acc} (in place)")
             return
         emit("memset", [dst], [value], attrs={"dtype": D.name_of(dst.dtype)}, api="assignment")
         return

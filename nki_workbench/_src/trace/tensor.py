@@ -319,12 +319,11 @@ class NkiTensor:
     def _iop(self, opname, value):
         temp = M.refs(value) <= M.IADD_TEMP_REFS + 1
         view = NkiTensor(self._ctx, self._name, self._index, self._shape, self._scope)
-        if opname == "add" and isinstance(value, NkiTensor):
-            M.assign(view, value, acc="add", temp=temp)
+        if isinstance(value, (NkiTensor, int, float, bool, np.generic)):
+            M.assign(view, value, acc=opname, temp=temp)
         else:
-            M.emit(opname, [view], [view, value],
-                   attrs={"dtype": D.name_of(D.result_type(self.dtype, M.dtype_of(value)))},
-                   api=f"{opname} (in place)")
+            raise NkiError(None, f"cannot apply '{opname}' in place with a "
+                           f"{type(value).__name__}", user_location())
         view._inplace = True
         return view
 
