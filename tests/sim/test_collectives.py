@@ -323,3 +323,38 @@ def test_property_all_reduce_and_all_gather_match_numpy(n, rows, cols, op, seed)
     for r, g in outs:
         np.testing.assert_allclose(r, red(np.stack(xs), axis=0), atol=1e-5, rtol=1e-5)
         np.testing.assert_array_equal(g, np.concatenate(xs, axis=1))
+
+
+def test_tensor_parallel_mlp_as_a_kernel_pair():
+    """Two kernels, as a framework would launch them: a column-parallel matmul (+ relu) whose
+    shard stays on its rank, then a row-parallel matmul whose partial sums are all-reduced."""
+    @nki.jit
+    def column_parallel(x_t, w1):
+        h = nl.ndarray((x_t.shape[1], w1.shape[1]), nl.float32, buffer=nl.shared_hbm)
+        nl.store(h, nl.relu(nl.matmul(nl.load(x_t), nl.load(w1), transpose_x=True)))
+        return h
+
+    @nki.jit
+    def row_parallel_all_reduce(h, w2):
+        out = nl.ndarray((h.shape[0], w2.shape[1]), nl.float32, buffer=nl.shared_hbm)
+        part = nl.copy(nl.matmul(nl.load(h), nl.load(w2)), dtype=nl.float32)
+        total = nl.ndarray(part.shape, nl.float32, buffer=nl.sbuf)
+        nccl.all_reduce(np.add, [part], [total], replica_groups=[[0, 1, 2, 3]])
+        nl.store(out, total)
+        return out
+
+    rng = np.random.default_rng(11)
+    tokens, d, hidden, n = 128, 128, 512, 4
+    x = rng.standard_normal((tokens, d)).astype(np.float32) / 4
+    w1 = rng.standard_normal((d, hidden)).astype(np.float32) / 8
+    w2 = rng.standard_normal((hidden, d)).astype(np.float32) / 8
+    hs = hidden // n
+    hs_per_rank = nki_workbench.simulate_ranks(
+        column_parallel, [(np.ascontiguousarray(x.T), np.ascontiguousarray(w1[:, r * hs:(r + 1) *
+                                                                           hs])) for r in range(n)])
+    outs = nki_workbench.simulate_ranks(
+        row_parallel_all_reduce,
+        [(hs_per_rank[r], np.ascontiguousarray(w2[r * hs:(r + 1) * hs])) for r in range(n)])
+    ref = np.maximum(x @ w1, 0) @ w2
+    for o in outs:
+        np.testing.assert_allclose(o, ref, atol=1e-3, rtol=1e-3)
