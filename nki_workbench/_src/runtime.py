@@ -263,13 +263,19 @@ class NumpyKernel:
         **options: the class's options (:attr:`OPTIONS`); others are rejected by name.
     """
 
-    OPTIONS: dict = {"platform_target": None, "additional_compile_opt": None}
+    # ``kernel_return`` (NKI's flag for the returned-outputs convention) is accepted for
+    # compatibility; the tracer detects the convention from what the kernel returns.
+    OPTIONS: dict = {"platform_target": None, "additional_compile_opt": None,
+                     "kernel_return": None}
 
     def __init__(self, func, grid=(), **options):
         unknown = sorted(set(options) - set(self.OPTIONS))
         if unknown:
             raise TypeError(f"{type(self).__name__} got unknown option(s) {', '.join(unknown)}; "
                             f"it accepts {', '.join(sorted(self.OPTIONS))}")
+        if options.get("kernel_return") not in (None, True, False):
+            raise TypeError(f"kernel_return must be True or False, not "
+                            f"{options['kernel_return']!r}")
         self.func = func
         self.grid = tuple(grid or ())
         self.options = {**self.OPTIONS, **options}
