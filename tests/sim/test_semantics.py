@@ -335,3 +335,26 @@ def test_in_place_accumulation_into_an_outer_tile_is_not_a_race():
     np.testing.assert_allclose(out[0], a.sum(0), rtol=1e-6)
     np.testing.assert_allclose(out[1], 100 - a.sum(0), rtol=1e-6)
     np.testing.assert_array_equal(out[2], np.full((128, 8), 16.0))
+
+
+def test_a_returned_top_level_tile_becomes_an_hbm_output():
+    """NKI's simulator returns SBUF tiles; the IR shows the store the compiler would add."""
+    def k(a):
+        t = nl.exp(nl.load(a))
+        return t
+
+    a = np.random.default_rng(4).random((128, 16), dtype=np.float32)
+    np.testing.assert_allclose(nki.simulate_kernel(k, a), np.exp(a), rtol=1e-6)
+    text = nki.trace_kernel(k, a).text
+    assert "_out: shared_hbm float32[128, 16] output" in text
+    assert "_out = store(" in text
+
+
+def test_a_tile_from_inside_a_loop_cannot_be_returned():
+    def k(a):
+        for i in nl.affine_range(2):
+            t = nl.load(a[i * 64:(i + 1) * 64, :])
+        return t
+
+    with pytest.raises(NkiError):
+        nki.simulate_kernel(k, np.zeros((128, 4), np.float32))

@@ -282,6 +282,23 @@ def _def_loc(func):
     return f"{_short(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
 
 
+def _tile_as_output(ctx, t):
+    """A returned top-level SBUF/PSUM tile becomes an HBM output written at the kernel's end.
+
+    NKI's simulator returns such tiles (its own doc tests do it); on hardware an output must be
+    in HBM, so the IR gets the store the compiler would add: an explicit, visible instruction.
+    """
+    from ..ir import Access, Alloc, Inst
+    tile = ctx.decls[t._name]
+    decl = ctx.declare(tile.shape, tile.dtype, "shared_hbm", name=f"{tile.name}_out",
+                       emit=False, loc=tile.loc)
+    ctx.blocks[0].insert(0, Alloc(decl))
+    ctx.blocks[0].append(Inst("store", (Access(decl.name),), (Access(tile.name),),
+                              (("dtype", tile.dtype),), None, tile.loc))
+    ctx.note_write(decl.name, tile.loc)
+    return NkiTensor(ctx, decl.name, scope=())
+
+
 def _kernel_name(func) -> str:
     """The kernel's IR name: the function name as an identifier (``<lambda>`` -> ``lambda_``)."""
     import keyword
@@ -328,6 +345,8 @@ def _outputs(ctx, result, params, table):
         if not isinstance(t, NkiTensor):
             raise NkiError(None, f"kernel '{ctx.name}' return value #{k} is "
                            f"{type(t).__name__}, not a tensor")
+        if t._index is None and t.buffer in ("sbuf", "psum") and not t._scope:
+            t = _tile_as_output(ctx, t)
         if t._index is not None or t.buffer in ("sbuf", "psum"):
             raise NkiError("err_unsupported_memory",
                            f"kernel '{ctx.name}' returns '{t._name}' from {t.buffer}"
