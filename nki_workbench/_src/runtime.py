@@ -302,7 +302,9 @@ class NumpyKernel:
         return traced, target
 
     def __call__(self, *args, **kwargs):
-        raise NotImplementedError
+        # why: the base class only traces; each mode (SimulateKernel, BaremetalKernel...) runs
+        raise NotImplementedError(f"{type(self).__name__} is abstract: use SimulateKernel, "
+                                  "BaremetalKernel, BenchmarkKernel or ProfileKernel")
 
     def __repr__(self):
         grid = f"[{', '.join(map(str, self.grid))}]" if self.grid else ""
