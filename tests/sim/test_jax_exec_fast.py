@@ -158,6 +158,7 @@ def test_tainted_value_into_a_proven_output_reports_like_the_interpreter():
 
 def test_blocks_before_a_rolled_loop_are_kept(monkeypatch):
     monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 0)
+    monkeypatch.setattr(jax_exec, "VECTORISE", False)
     monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
 
     def k(a):
@@ -213,6 +214,7 @@ def test_unadoptable_inputs_are_copied_and_still_exact():
 def test_loops_inside_a_rolled_loop_stay_rolled(monkeypatch):
     """Unrolled static tiles inside a ``fori_loop`` become hoisted loop state (copies)."""
     monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 8)
+    monkeypatch.setattr(jax_exec, "VECTORISE", False)
     monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
     args = (rand(256, 256).astype(np.float32), rand(256, 1024).astype(np.float32))
     k, inputs = _trace(K.matmul_tiled, *args)
@@ -222,3 +224,56 @@ def test_loops_inside_a_rolled_loop_stay_rolled(monkeypatch):
     out = jax_exec.run_compiled(k, inputs)
     for n in ref:
         np.testing.assert_allclose(out[n], ref[n], rtol=1e-5, atol=1e-4)
+
+
+def test_windows_are_reused_for_the_same_array_and_forgotten_with_it():
+    x = _at_offset(rand(256, 128), 16)
+    win, off = jax_static.window(x)
+    again, off2 = jax_static.window(x)
+    assert again is win and off2 == off == 4
+    key = id(x)
+    assert key in jax_static._WINDOWS
+    y = x.copy()  # another array: its own window
+    assert jax_static.window(y)[0] is not win or y.ctypes.data % 64 == 0
+    del x, win, again
+    assert key not in jax_static._WINDOWS  # the cache keeps no array alive
+
+
+def test_threads_tracing_one_kernel_at_once_get_the_same_results():
+    """``simulate_ranks`` calls one compiled kernel from several threads at once."""
+    import threading
+
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.multiply(nl.load(a), 2.0))
+        return out
+    k_ir, inputs = _trace(k, rand(128, 64))
+    jax_exec._CACHE.pop(k_ir, None)
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(jax_exec.run_compiled(k_ir, inputs)["out"])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 4
+    for r in results:
+        np.testing.assert_array_equal(r, inputs["a"] * 2.0)
+
+
+def test_a_program_without_checks_skips_its_flag_and_one_with_checks_reads_it():
+    k, inputs = _same(row_tiles, rand(512, 64), rand(512, 64))
+    comp = jax_exec.compiled(k)
+    args, offsets, _ = comp.args(jax_static.checked_inputs(k, inputs))
+    assert id(comp.fn(False, True, offsets)) in comp.clean
+    ragged = (rand(300, 100), rand(300, 100))
+    k2, inputs2 = _same(K.tensor_add_ragged, *ragged)
+    comp2 = jax_exec.compiled(k2)
+    args2, offsets2, _ = comp2.args(jax_static.checked_inputs(k2, inputs2))
+    assert id(comp2.fn(False, True, offsets2)) not in comp2.clean  # the written-mask check

@@ -23,6 +23,7 @@ the indices in range, checked gathers/scatters (returning an out-of-range flag) 
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -188,11 +189,28 @@ def _fresh(x, shape):
 
 def div(a, b, zero):
     """``a / b`` rounded once, never rewritten into a multiplication by a reciprocal."""
-    shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
-    if jnp.shape(b) == shape:
-        return a / opaque(b, zero)
-    # why: XLA sees through element-wise ops on a broadcast; a barrier hides that it is one
-    return a / lax.optimization_barrier(jnp.broadcast_to(b, shape))
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    if b.shape != shape:
+        # why: XLA sees through element-wise ops on a broadcast; a barrier hides that it is one
+        b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
+    return _divide(jnp.broadcast_to(a, shape), b, zero)
+
+
+@jax.custom_batching.custom_vmap
+def _divide(a, b, zero):
+    return a / opaque(b, zero)
+
+
+@_divide.def_vmap
+def _divide_batched(axis_size, in_batched, a, b, zero):
+    # why: vmap would broadcast an unbatched divisor after the barrier, and XLA rewrites
+    # x / broadcast(y) into x * (1 / y): batch the operands here, the divisor behind a barrier
+    if not in_batched[0]:
+        a = jnp.broadcast_to(a, (axis_size, *a.shape))
+    if not in_batched[1]:
+        b = lax.optimization_barrier(jnp.broadcast_to(b, (axis_size, *b.shape)))
+    return _divide(a, b, zero), True
 
 
 def _raw(x):
@@ -658,4 +676,3 @@ def fit(sel, grid):
         return None
     lib = xp(sel)
     return lib.broadcast_to(sel, grid)
-

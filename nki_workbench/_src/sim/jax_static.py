@@ -9,6 +9,7 @@ Both only remove work from the compiled program; neither changes a result or a d
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -139,12 +140,16 @@ ZERO_COPY_MIN = 1 << 16
 
 
 class _Span:
-    """A read-only array interface over ``n`` bytes at ``ptr`` that keeps ``base`` alive."""
+    """A read-only array interface over ``n`` bytes at ``ptr`` (it owns nothing)."""
 
-    def __init__(self, base, ptr, n):
-        self.base = base
+    def __init__(self, ptr, n):
         self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (ptr, True),
                                     "version": 3}
+
+
+_WINDOWS: dict = {}
+"""id(array) -> (weak reference to it, its window, offset): a kernel called again with the
+same arrays reuses their windows (measured: a fresh window costs XLA's call ~15 us more)."""
 
 
 def window(arr: np.ndarray):
@@ -154,6 +159,9 @@ def window(arr: np.ndarray):
     is widened to start at that boundary (``offset`` = ``k`` in elements; the program slices
     it off). The widened bytes lie in the same memory page as the array's first byte (the
     alignment divides the page size), so they are mapped; they are never used.
+
+    The widened view does not keep ``arr`` alive (so the cache of windows holds no array):
+    use it only while ``arr`` is referenced.
     """
     if arr.nbytes < ZERO_COPY_MIN or not arr.flags.c_contiguous:
         return arr, None
@@ -162,8 +170,17 @@ def window(arr: np.ndarray):
         return arr, None
     if lead % arr.itemsize:
         return arr, None
-    raw = np.asarray(_Span(arr, arr.ctypes.data - lead, lead + arr.nbytes))
-    return raw.view(arr.dtype), lead // arr.itemsize
+    key = id(arr)
+    hit = _WINDOWS.get(key)
+    if hit is not None and hit[0]() is arr:
+        return hit[1], hit[2]
+
+    def forget(ref, key=key):
+        if _WINDOWS.get(key, (None,))[0] is ref:
+            del _WINDOWS[key]
+    win = np.asarray(_Span(arr.ctypes.data - lead, lead + arr.nbytes)).view(arr.dtype)
+    _WINDOWS[key] = (weakref.ref(arr, forget), win, lead // arr.itemsize)
+    return win, lead // arr.itemsize
 
 
 def checked_inputs(kernel: Kernel, inputs: dict) -> list:
