@@ -199,7 +199,6 @@ def test_loops_with_a_dependence_are_not_batched():
     a = rand(512, 64)
     assert _plans(same_place_every_iteration, a)["i"] is None
     assert _plans(carried, a)["i"] is None
-    assert _plans(K.tensor_add_ragged, rand(300, 100), rand(300, 100))["p"] is None  # bounds
     k, inputs = _trace(carried, a)
     with pytest.warns(LoopCarriedDependencyWarning):
         ref = Program(k).run(inputs, backend="numpy")
@@ -246,3 +245,12 @@ def test_uninitialised_read_inside_a_batched_loop_reports_like_the_interpreter()
         out = jax_exec.run_compiled(k_ir, inputs)
     assert ref_rec and [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
     np.testing.assert_array_equal(out["out"].view(np.uint8), ref["out"].view(np.uint8))
+
+
+def test_ragged_last_tile_guarded_by_its_mask_is_batched():
+    a, b = rand(300, 100), rand(300, 100)
+    assert _plans(K.tensor_add_ragged, a, b)["p"] is not None
+    ref, out, text = _both(K.tensor_add_ragged, a, b)
+    _identical(ref, out)
+    np.testing.assert_array_equal(out["c_output"], a + b)
+    assert "while" not in text

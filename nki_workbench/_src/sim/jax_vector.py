@@ -27,8 +27,9 @@ A blocked tensor is handed to the batched body as a stack of its blocks (dimensi
 into ``B``-sized pieces, the stack axis first); the body's accesses are rewritten to index a
 block (``rest - c0``); written blocks are put back after the loop. Tensors allocated inside
 the loop are per-iteration values under ``vmap`` by construction. Bounds are proven before
-anything is cut: an access that may leave its tensor (a ragged last tile, guarded by a mask)
-keeps the loop on the general path, where the run-time checks live.
+anything is cut: an access that may leave its tensor keeps the loop on the general path, where
+the run-time checks live, unless its mask bounds the index (the ragged last tile's
+``mask=(i < n)``): then the last block is padded and the mask keeps the padding unused.
 
 Written-element masks travel with the blocks; race tracking and indirect (``Dyn``) indices
 keep a loop on the general path. Results are those of the iteration-by-iteration program:
@@ -43,6 +44,7 @@ import numpy as np
 
 from ..ir import Access, Alloc, Inst, Loop, Scalar, walk_stmts
 from ..ir import expr as E
+from .jax_rules import lanewise
 
 __all__ = ["Blocking", "VectorPlan", "vector_plan", "vectorise", "contract_partials"]
 
@@ -99,12 +101,33 @@ def _ranges(loop, outer: dict) -> dict:
     return ranges
 
 
+def _caps(mask) -> dict:
+    """Exclusive upper bounds a mask guarantees: ``{index expression: bound}``."""
+    if mask is None:
+        return {}
+    if mask.op == "and":
+        out = _caps(mask.args[0])
+        for e, c in _caps(mask.args[1]).items():
+            out[e] = min(c, out.get(e, c))
+        return out
+    flip = {"gt": "lt", "ge": "le"}
+    op, (lhs, rhs) = mask.op, mask.args
+    if op in flip:
+        op, lhs, rhs = flip[op], rhs, lhs
+    c = E.const_value(rhs) if op in ("lt", "le") else None
+    return {} if c is None else {E.as_expr(lhs): c + (op == "le")}
+
+
 def _blocking(accs, loop, shape, ranges):
-    """``(Blocking, {access: rewritten access})`` when every access cuts one dim, else None."""
+    """``(Blocking, {access: rewritten access})`` when every access cuts one dim, else None.
+
+    ``accs``: ``(access, mask)`` pairs; a mask bounding the index (the ragged last tile's
+    ``i < n``) proves the access in range where its unmasked bounds do not.
+    """
     var = E.Var(loop.var)
     d = coef = None
     rests = []
-    for a in accs:
+    for a, mask in accs:
         if a.index is None:
             return None
         dims = [i for i, e in enumerate(a.index) if loop.var in E.free_vars(e)]
@@ -123,9 +146,11 @@ def _blocking(accs, loop, shape, ranges):
             return None
         try:
             lo, hi = E.bounds(e, ranges)
-            rests.append((a, rest, E.bounds(rest, ranges)))
+            rests.append(((a, mask), rest, E.bounds(rest, ranges)))
         except (ValueError, KeyError):
             return None
+        if hi >= shape[d] and _caps(mask).get(e, shape[d] + 1) <= shape[d]:
+            hi = shape[d] - 1  # the mask keeps the lanes past the end from running
         if lo < 0 or hi >= shape[d]:
             return None  # why: a possibly out-of-bounds access needs the run-time checks
     size = coef * loop.step
@@ -134,7 +159,7 @@ def _blocking(accs, loop, shape, ranges):
         return None
     spec = Blocking(d, size, c0 + coef * loop.start, loop.trip_count, int(shape[d]))
     new = {}
-    for a, rest, _ in rests:
+    for (a, _), rest, _b in rests:
         index = list(a.index)
         index[d] = E.sub(rest, c0)
         new[a] = Access(a.tensor, tuple(index), a.shape)
@@ -181,7 +206,8 @@ def vector_plan(loop: Loop, lw) -> VectorPlan | None:
                 root = _root(a.tensor, decls)
                 touched.add(root)
                 if root not in inner:
-                    accs.setdefault(root, []).append(a)
+                    # why: only a lane-wise op's mask decides which lanes its operands touch
+                    accs.setdefault(root, []).append((a, s.mask if lanewise(s) else None))
         reads.update(_root(a.tensor, decls) for a in s.ins if isinstance(a, Access))
         outs = {_root(o.tensor, decls) for o in s.outs}
         written |= outs
@@ -195,14 +221,14 @@ def vector_plan(loop: Loop, lw) -> VectorPlan | None:
     ranges = _ranges(loop, lw.ranges)
     blocked, new = {}, {}
     for root, alist in accs.items():
-        uses = [loop.var in E.free_vars(e) for a in alist for e in (a.index or ())]
+        uses = [loop.var in E.free_vars(e) for a, _ in alist for e in (a.index or ())]
         if not any(uses):
             if root in reduced and root in lw.bufs and lw.bufs[root][2] is None:
                 continue
             if root in written:
                 return None  # why: every iteration writes the same place (order matters)
             continue
-        if any(a.tensor != root for a in alist) or root not in lw.bufs or root in lw.views:
+        if any(a.tensor != root for a, _ in alist) or root not in lw.bufs or root in lw.views:
             return None
         if lw.bufs[root][2] is not None:
             return None
