@@ -15,7 +15,8 @@ def _blocks(section: str):
 
 
 def test_readme_examples_run(tmp_path, capsys):
-    code = "\n".join(_blocks("Quick example") + _blocks("API overview"))
+    code = "\n".join(_blocks("Quick example") + _blocks("Compiled simulation") +
+                     _blocks("API overview"))
     assert "tensor_add" in code and "inspect" in code
     cwd = os.getcwd()
     os.chdir(tmp_path)
