@@ -193,6 +193,9 @@ def vector_plan(loop: Loop, lw) -> VectorPlan | None:
     decls = lw.decls
     stmts = list(walk_stmts(loop.body))
     inner = {s.decl.name for s in stmts if isinstance(s, Alloc)}
+    if any(isinstance(s, Alloc) and (s.decl.buffer == "shared_hbm" or s.decl.kind == "output")
+           for s in stmts):
+        return None  # why: shared memory is one buffer for all iterations, not one each
     accs: dict = {}
     written, reads, plain, touched = set(), set(), set(), set()
     direct = {id(s) for s in loop.body}
