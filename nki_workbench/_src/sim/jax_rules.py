@@ -15,7 +15,13 @@ Bit-exactness with numpy, and where it cannot hold:
   Results differ only where such values occur.
 * Transcendentals (exp, log, tanh, sigmoid, erf, power ...) use XLA's polynomial kernels
   instead of numpy's: a few float32 ulps apart (measured: exp 2, log 3, tanh 4, rsqrt 0).
-* Reductions (sum, mean, var, prod) and matmul sum in a different order than numpy/BLAS.
+* Reductions (sum, mean, var, prod) and matmul sum in a different order than numpy/BLAS;
+  ``psum += matmul`` over a vectorised loop is one dot over all iterations
+  (:mod:`.jax_vector`), another float32 summation order again: within one bf16 ulp of the
+  interpreter once rounded to bf16, a few float32 ulps of the largest output in float32.
+* Division keeps its own rounding, under ``vmap`` too: :func:`div` keeps every divisor behind
+  a barrier (batching an unbatched one first, ``custom_vmap``), else XLA rewrites ``x / y``
+  into ``x * (1 / y)`` wherever it sees ``y`` is one repeated value.
 
 :class:`JaxAccess` reads and writes one IR access: (dynamic) slices when the lowering proves
 the indices in range, checked gathers/scatters (returning an out-of-range flag) otherwise.
@@ -37,7 +43,7 @@ from .interp import _CROSS_LANE, _LANEWISE
 
 __all__ = ["JAX_RULES", "JEx", "Unsupported", "jrule", "opaque", "to_f32", "from_f32", "cast",
            "binary", "storage", "JaxAccess", "is_traced", "xp", "fits", "fit", "lanewise",
-           "taint_lanes", "taint_rows", "ROWWISE_OPS"]
+           "np_mod", "div", "taint_lanes", "taint_rows", "ROWWISE_OPS"]
 
 JAX_RULES: dict = {}
 _F32 = np.dtype(np.float32)
@@ -191,26 +197,33 @@ def div(a, b, zero):
     """``a / b`` rounded once, never rewritten into a multiplication by a reciprocal."""
     a, b = jnp.asarray(a), jnp.asarray(b)
     shape = jnp.broadcast_shapes(a.shape, b.shape)
-    if b.shape != shape:
-        # why: XLA sees through element-wise ops on a broadcast; a barrier hides that it is one
-        b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
-    return _divide(jnp.broadcast_to(a, shape), b, zero)
+    # why: XLA rewrites x / y into x * (1 / y) whenever it sees y is one repeated value (a
+    # broadcast, a memset tile, through element-wise ops too); a barrier hides what y is
+    b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
+    return _divide(jnp.broadcast_to(a, shape), b)
 
 
 @jax.custom_batching.custom_vmap
-def _divide(a, b, zero):
-    return a / opaque(b, zero)
+def _divide(a, b):
+    return a / b
 
 
 @_divide.def_vmap
-def _divide_batched(axis_size, in_batched, a, b, zero):
+def _divide_batched(axis_size, in_batched, a, b):
     # why: vmap would broadcast an unbatched divisor after the barrier, and XLA rewrites
-    # x / broadcast(y) into x * (1 / y): batch the operands here, the divisor behind a barrier
+    # x / broadcast(y): batch the operands here, the divisor behind a barrier again
     if not in_batched[0]:
         a = jnp.broadcast_to(a, (axis_size, *a.shape))
     if not in_batched[1]:
         b = lax.optimization_barrier(jnp.broadcast_to(b, (axis_size, *b.shape)))
-    return _divide(a, b, zero), True
+    return _divide(a, b), True
+
+
+def np_mod(a, b, zero):
+    """Float ``mod`` as numpy computes it (npy_divmod): fmod moved to the divisor's sign."""
+    r = jnp.fmod(a, b)
+    r = jnp.where((r != 0) & ((r < 0) != (b < 0)), opaque(r + b, zero), r)
+    return jnp.where(r == 0, jnp.copysign(np.float32(0), b), r)
 
 
 def _raw(x):
@@ -302,6 +315,8 @@ def binary(op, a, b, zero):
     fa, fb = f32(a), f32(b)
     if op == "divide":
         return div(fa, fb, zero)
+    if op == "mod":
+        return np_mod(fa, fb, zero)
     return _ARITH[op](fa, fb)
 
 
@@ -328,6 +343,8 @@ def _where(ex):
 def _copy(ex):
     x = ex.ins[0]
     if ex.inst.op == "broadcast_to":
+        while x.ndim > len(ex.out_shape) and x.shape[-1] == 1:
+            x = x[..., 0]  # why: trailing unit dims hold no elements (as the numpy rule)
         x = align(x, len(ex.out_shape))
     if ex.inst.op == "load_transpose2d":
         x = x.T
@@ -676,3 +693,5 @@ def fit(sel, grid):
         return None
     lib = xp(sel)
     return lib.broadcast_to(sel, grid)
+
+from . import jax_isa as _jax_isa  # noqa: E402,F401  (registers the nki.isa rules)

@@ -16,7 +16,7 @@ that lives outside the loop (an *outer* tensor) is either
   ``o`` the first block's origin), and the blocks are disjoint.
 
 One more pattern is batched although its iterations are not independent: TensorE's PSUM
-accumulation, ``psum[...] += nl.matmul(a_k, b_k)`` over the loop (a *reduced* tensor: only
+accumulation, ``psum[...] += nl.matmul(a_k, b_k)`` (or ``nisa.nc_matmul``) over the loop (a *reduced* tensor: only
 such accumulations, unmasked, in float32, directly in the loop body, touch it, always at the
 same place). The loop's matmuls become one dot that contracts the iterations too (``K * n``
 long) and is added to the accumulator once. This is the only place where the compiled
@@ -254,10 +254,16 @@ def vector_plan(loop: Loop, lw) -> VectorPlan | None:
                       vdecls, origin)
 
 
+_NC_HINTS = ("is_stationary_onezero", "is_moving_onezero", "is_transpose")
+
+
 def _accumulating_matmul(inst, decls) -> bool:
-    """``psum += nl.matmul(a, b)`` on 2-D tiles, unmasked, accumulated in float32."""
-    if inst.op != "matmul" or inst.attr("acc") != "add" or inst.mask is not None:
+    """``psum += nl.matmul(a, b)`` (or ``nisa.nc_matmul``) on 2-D tiles, unmasked, in float32."""
+    if inst.op not in ("matmul", "nc_matmul") or inst.attr("acc") != "add" or inst.mask:
         return False
+    if inst.op == "nc_matmul" and (inst.attr("perf_mode") is not None or any(
+            inst.attr(h) for h in _NC_HINTS)):
+        return False  # why: those variants have rules of their own (or the interpreter)
     if inst.attr("dtype") not in (None, "float32") or len(inst.outs) != 1:
         return False
     if decls[inst.outs[0].tensor].dtype != "float32":
@@ -272,7 +278,8 @@ def contract_partials(inst, x, y):
 
     from .jax_rules import f32
     x, y = f32(x), f32(y)
-    lhs_k = 1 if inst.attr("transpose_x") else 2
+    # why: nc_matmul(stationary, moving) is stationary.T @ moving, matmul(transpose_x=True) too
+    lhs_k = 1 if inst.op == "nc_matmul" or inst.attr("transpose_x") else 2
     # why: full fp32 products and sums everywhere, as the per-tile rule (no TF32 on GPUs)
     return lax.dot_general(x, y, (((0, lhs_k), (0, 1)), ((), ())),
                            precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
