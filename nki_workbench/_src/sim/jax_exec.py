@@ -55,10 +55,9 @@ from ..ir import expr as E
 from .interp import (
     Program,
     SimParams,
-    _decode_const,
-    _poison,
     _read_and_written,
 )
+from .jax_buffers import Buffers
 from .jax_rules import ROWWISE_OPS, JaxAccess, fit, is_traced, lanewise, taint_lanes, taint_rows, xp
 from .jax_static import checked_inputs, fully_written_outputs, tracked, why_interpreted, window
 from .jax_vector import vector_plan, vectorise
@@ -108,7 +107,7 @@ def _jax():
 
 
 # ----------------------------------------------------------------------------- lowering
-class _Lower:
+class _Lower(Buffers):
     """Walks the IR once inside ``jax.jit`` tracing and emits the program."""
 
     def __init__(self, kernel: Kernel):
@@ -195,70 +194,6 @@ class _Lower:
     def bad(self, b):
         if b is not False:
             self.flag = self.flag | b
-
-    # -- buffers (views are aliases of their root tensor)
-    def _chain(self, name):
-        chain = []
-        while name in self.views:
-            base, shape, dt = self.views[name]
-            chain.append((shape, dt, self.decls[base]))
-            name = base
-        return name, chain[::-1]
-
-    def get(self, name):
-        """``(data, init)`` of a tensor as its declaration shapes it."""
-        from jax import lax
-        root, chain = self._chain(name)
-        if root in self.pending:
-            self._flush(root)
-        if root not in self.bufs:
-            raise _unsupported(f"tensor '{name}' read before it is allocated")
-        data, init = self.bufs[root][:2]
-        for shape, dt, _ in chain:
-            data = (lax.bitcast_convert_type(data, dt) if dt is not None else data).reshape(shape)
-            init = None if init is None else init.reshape(shape)
-        return data, init
-
-    def set(self, name, data, init):
-        from jax import lax
-        root, chain = self._chain(name)
-        for _shape, dt, base in reversed(chain):
-            data = data.reshape(base.shape)
-            if dt is not None:
-                data = lax.bitcast_convert_type(data, D.storage_dtype(D.from_name(base.dtype)))
-            init = None if init is None else init.reshape(base.shape)
-        old = self.bufs.get(root)
-        self.bufs[root] = [data, init, None if old is None else old[2]]
-
-    def _alloc(self, decl):
-        import jax.numpy as jnp
-        name = decl.name
-        if decl.kind == "const":
-            if name not in self.bufs:
-                self.bufs[name] = [jnp.asarray(_decode_const(decl)), None, None]
-            return
-        if decl.base is not None:
-            dt = None
-            if decl.view == "bitcast":
-                dt = np.dtype(D.storage_dtype(D.from_name(decl.dtype)))
-                src = np.dtype(D.storage_dtype(D.from_name(self.decls[decl.base].dtype)))
-                if dt.itemsize != src.itemsize or "b" in (dt.kind, src.kind):
-                    raise _unsupported(f"bitcast view '{name}' changing the element size")
-            self.views[name] = (decl.base, tuple(decl.shape), dt)
-            return
-        shared = decl.buffer == "shared_hbm" or decl.kind == "output"
-        if shared and name in self.bufs:
-            return
-        # why: an output proven written whole needs no written-mask (see fully_written_outputs)
-        init = None if name in self.covered else jnp.zeros(tuple(decl.shape), bool)
-        self.bufs[name] = [jnp.asarray(_poison(tuple(decl.shape), decl.dtype)), init,
-                           self._new_stamp(decl)]
-
-    def _new_stamp(self, decl):
-        import jax.numpy as jnp
-        if self.races and decl.name in self.tracked and len(decl.shape):
-            return jnp.zeros(tuple(decl.shape), jnp.int32)
-        return None
 
     # -- statements
     def block(self, body):
@@ -527,39 +462,7 @@ class _Lower:
         if self.races and self.affine and acc_mode is None:
             self._race_mark(ja, decl, s)
 
-    # -- blocks of outputs proven written whole, assembled once instead of updated in place
-    def _pend(self, ja, decl, res, ok) -> bool:
-        import jax.numpy as jnp
-
-        from .jax_rules import cast, from_f32, storage
-        if res.dtype != storage(decl.dtype):
-            res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)
-        piece = ja.static_block(res, self)
-        if piece is None:
-            return False
-        if ok is not None:
-            self.bad(~jnp.all(ok))  # why: no written-mask carries the taint to the end
-        self.pending.setdefault(decl.name, []).append(piece)
-        return True
-
-    def put_block(self, root, d, lo, data, init):
-        """Store ``data`` (and its written-mask ``init``) at offset ``lo`` of dim ``d``."""
-        import jax.numpy as jnp
-        from jax import lax
-        start = [0] * data.ndim
-        start[d] = lo
-        old, old_init = self.bufs[root][:2]
-        if init is None and old_init is None and root in self.covered and not (
-                self.rolled or self.vec):
-            self.pending.setdefault(root, []).append((tuple(start), data))
-            return
-        new = lax.dynamic_update_slice(old, data, start)
-        if init is not None or old_init is not None:
-            old_init = jnp.ones(old.shape, bool) if old_init is None else old_init
-            init = jnp.ones(data.shape, bool) if init is None else init
-            old_init = lax.dynamic_update_slice(old_init, init, start)
-        self.bufs[root][:2] = [new, old_init]
-
+    # -- liveness
     def used_outside(self, loop) -> frozenset:
         """Root tensors that statements outside ``loop`` (as traced) read or write."""
         orig = self.origin.get(id(loop), loop)
@@ -571,50 +474,6 @@ class _Lower:
                 if isinstance(s, Inst) and id(s) not in inside
                 for o in s.outs + s.ins if isinstance(o, Access))
         return got
-
-    def _flush(self, name):
-        from jax import lax
-        pieces = self.pending.pop(name, ())
-        if pieces:
-            data, init = self.get(name)
-            for lo, val in pieces:
-                data = lax.dynamic_update_slice(data, val, lo)
-            self.set(name, data, init)
-
-    def _assemble(self, name):
-        """One ``concatenate`` when the blocks tile the output along one axis, in order."""
-        import jax.numpy as jnp
-        pieces, shape = self.pending[name], tuple(self.decls[name].shape)
-        for d in range(len(shape)):
-            if any(lo[e] != 0 or v.shape[e] != shape[e] for lo, v in pieces
-                   for e in range(len(shape)) if e != d):
-                continue
-            pos = 0
-            for lo, v in sorted(pieces, key=lambda p: p[0][d]):
-                pos = pos + v.shape[d] if lo[d] == pos else -1
-            if pos == shape[d]:
-                del self.pending[name]
-                self.bufs[name][0] = jnp.concatenate(
-                    [v for _, v in sorted(pieces, key=lambda p: p[0][d])], axis=d)
-                return
-        self._flush(name)
-
-    # -- affine_range races: the interpreter's iteration stamps, as int32 arrays
-    def _race_mark(self, ja, decl, sel):
-        var, tracked = self.affine[-1]
-        buf = self.bufs.get(decl.name)
-        if decl.base is not None or decl.name not in tracked or buf is None or buf[2] is None:
-            return
-        buf[2], _ = ja.write(buf[2], self.iter_id, self, sel)
-
-    def _race_check(self, ja, name):
-        import jax.numpy as jnp
-        var, tracked = self.affine[-1]
-        buf = self.bufs.get(name)
-        if name not in tracked or buf is None or buf[2] is None or var not in self.loop_lo:
-            return
-        stamps, _ = ja.read(buf[2], self)
-        self.bad(jnp.any((stamps > self.loop_lo[var]) & (stamps < self.iter_start[var])))
 
     # -- the whole kernel
     def build(self, inputs, cvals, zero, uninit_error, races):

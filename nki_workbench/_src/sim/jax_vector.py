@@ -16,12 +16,12 @@ that lives outside the loop (an *outer* tensor) is either
   ``o`` the first block's origin), and the blocks are disjoint.
 
 One more pattern is batched although its iterations are not independent: TensorE's PSUM
-accumulation, ``psum[...] += nl.matmul(a_k, b_k)`` (or ``nisa.nc_matmul``) over the loop (a *reduced* tensor: only
-such accumulations, unmasked, in float32, directly in the loop body, touch it, always at the
-same place). The loop's matmuls become one dot that contracts the iterations too (``K * n``
-long) and is added to the accumulator once. This is the only place where the compiled
-program sums in another order than the interpreter: float32 rounding differences of the
-accumulated sum, far below the output's precision once rounded to bf16.
+accumulation, ``psum[...] += nl.matmul(a_k, b_k)`` (or ``nisa.nc_matmul``) over the loop (a
+*reduced* tensor: only such accumulations, unmasked, in float32, directly in the loop body,
+touch it, always at the same place). The loop's matmuls become one dot that contracts the
+iterations too (``K * n`` long) and is added to the accumulator once: the float32 sum is
+rounded in another order than the interpreter's, far below the output's precision once
+rounded to bf16 (a few float32 ulps of the largest output in float32).
 
 A blocked tensor is handed to the batched body as a stack of its blocks (dimension ``d`` cut
 into ``B``-sized pieces, the stack axis first); the body's accesses are rewritten to index a
