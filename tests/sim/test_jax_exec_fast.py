@@ -277,3 +277,28 @@ def test_a_program_without_checks_skips_its_flag_and_one_with_checks_reads_it():
     comp2 = jax_exec.compiled(k2)
     args2, offsets2, _ = comp2.args(jax_static.checked_inputs(k2, inputs2))
     assert id(comp2.fn(False, True, offsets2)) not in comp2.clean  # the written-mask check
+
+
+def test_a_repeat_call_on_the_same_arrays_sees_their_new_contents_and_keeps_none_alive():
+    import gc
+    import weakref
+
+    k, inputs = _trace(row_tiles, _at_offset(rand(512, 64), 16), rand(512, 64))
+    comp = jax_exec.compiled(k)
+    first = jax_exec.run_compiled(k, inputs)["out"].copy()
+    assert comp.repeat(inputs, jax_exec._DEFAULT_PARAMS) is not None
+    inputs["a"][...] *= 2.0  # in place: the next call must read the new values
+    again = jax_exec.run_compiled(k, inputs)["out"]
+    np.testing.assert_array_equal(again, inputs["a"] + inputs["b"])
+    assert not np.array_equal(again, first)
+    other = {"a": inputs["a"].copy(), "b": inputs["b"]}  # another array: the general path
+    assert comp.repeat(other, jax_exec._DEFAULT_PARAMS) is None
+    np.testing.assert_array_equal(jax_exec.run_compiled(k, other)["out"], again)
+    as_f64 = {"a": inputs["a"].astype(np.float64), "b": inputs["b"]}  # converted every call
+    np.testing.assert_array_equal(jax_exec.run_compiled(k, as_f64)["out"], again)
+    assert comp.last is None
+    jax_exec.run_compiled(k, other)
+    ref = weakref.ref(other["a"])
+    del other
+    gc.collect()
+    assert ref() is None  # nothing of the caller's data is kept for the next call

@@ -19,7 +19,7 @@ from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from .interp import SPECIAL, SimParams, _read_and_written
 
-__all__ = ["fully_written_outputs", "window", "checked_inputs", "COVERAGE_BUDGET",
+__all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
            "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted"]
 
 
@@ -164,37 +164,48 @@ def window(arr: np.ndarray):
     The widened view does not keep ``arr`` alive (so the cache of windows holds no array):
     use it only while ``arr`` is referenced.
     """
-    if arr.nbytes < ZERO_COPY_MIN or not arr.flags.c_contiguous:
-        return arr, None
-    lead = arr.ctypes.data % ZERO_COPY_ALIGN
-    if lead == 0:
-        return arr, None
-    if lead % arr.itemsize:
-        return arr, None
     key = id(arr)
     hit = _WINDOWS.get(key)
-    if hit is not None and hit[0]() is arr:
-        return hit[1], hit[2]
+    # why: only an in-place resize moves an array's data, and it changes nbytes; reading the
+    # pointer (__array_interface__) costs ~10 us of a sub-ms call
+    if hit is not None and hit[0]() is arr and hit[3] == arr.nbytes:
+        return (arr if hit[1] is None else hit[1]), hit[2]
+    if arr.nbytes < ZERO_COPY_MIN or not arr.flags.c_contiguous:
+        return arr, None
+    ptr = arr.__array_interface__["data"][0]
+    lead = ptr % ZERO_COPY_ALIGN
+    if lead % arr.itemsize:
+        return arr, None
+    win, off = (arr, None) if lead == 0 else (
+        np.asarray(_Span(ptr - lead, lead + arr.nbytes)).view(arr.dtype), lead // arr.itemsize)
 
     def forget(ref, key=key):
         if _WINDOWS.get(key, (None,))[0] is ref:
             del _WINDOWS[key]
-    win = np.asarray(_Span(arr.ctypes.data - lead, lead + arr.nbytes)).view(arr.dtype)
-    _WINDOWS[key] = (weakref.ref(arr, forget), win, lead // arr.itemsize)
-    return win, lead // arr.itemsize
+    # why: an aligned array is its own window; the entry then holds it only weakly too
+    _WINDOWS[key] = (weakref.ref(arr, forget), None if off is None else win, off, arr.nbytes)
+    return win, off
 
 
-def checked_inputs(kernel: Kernel, inputs: dict) -> list:
-    """The inputs in parameter order and storage dtype (the interpreter's checks and errors)."""
+def checked_inputs(kernel: Kernel, inputs: dict, specs: tuple | None = None) -> list:
+    """The inputs in parameter order and storage dtype (the interpreter's checks and errors).
+
+    ``specs``: :func:`param_specs` of ``kernel``, when the caller keeps it.
+    """
     arrays = []
-    for p in kernel.params:
-        if p.name not in inputs:
-            raise NkiError(None, f"missing input for kernel parameter '{p.name}'")
-        arr = np.asarray(inputs[p.name])
-        if tuple(arr.shape) != tuple(p.shape):
-            raise NkiError(None, f"input '{p.name}' has shape {list(arr.shape)}, the trace "
-                           f"expects {list(p.shape)}")
-        st = D.storage_dtype(D.from_name(p.dtype))
+    for name, shape, st, dtype in specs or param_specs(kernel):
+        if name not in inputs:
+            raise NkiError(None, f"missing input for kernel parameter '{name}'")
+        arr = np.asarray(inputs[name])
+        if arr.shape != shape:
+            raise NkiError(None, f"input '{name}' has shape {list(arr.shape)}, the trace "
+                           f"expects {list(shape)}")
         # why: the program never writes its inputs, so a matching array needs no copy
-        arrays.append(arr if arr.dtype == st and p.dtype != "tfloat32" else D.cast(arr, p.dtype))
+        arrays.append(arr if arr.dtype == st and dtype != "tfloat32" else D.cast(arr, dtype))
     return arrays
+
+
+def param_specs(kernel: Kernel) -> tuple:
+    """``(name, shape, storage dtype, NKI dtype)`` of each parameter, in order."""
+    return tuple((p.name, tuple(p.shape), np.dtype(D.storage_dtype(D.from_name(p.dtype))),
+                  p.dtype) for p in kernel.params)
