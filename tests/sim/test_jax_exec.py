@@ -76,6 +76,9 @@ CASES = [
     ("sequential_accumulate", K.sequential_accumulate, lambda: (rand(512, 32),), 0),
     ("gelu_family", K.gelu_family, lambda: (rand(128, 64, lo=-3, hi=3),), 16),
     ("static_unrolled", K.static_unrolled, lambda: (rand(384, 8),), 0),
+    ("legacy_exp", K.legacy_exp, lambda: (rand(128, 256), np.zeros((128, 256), np.float32)),
+     4),  # XLA's exp
+    ("mutable_update", K.mutable_update, lambda: (rand(128, 16), rand(128, 16)), 0),
 ]
 
 

@@ -145,6 +145,7 @@ class _Lower(Buffers):
             self.unsupported = str(exc)
         self.const_values = [v for v, _ in sorted(self.consts.values(), key=lambda t: t[1])]
         self.covered = fully_written_outputs(kernel)
+        self.clean = False  # set by each trace: no check can fire in that program
 
     # -- constants: run-time arguments, so XLA cannot fold or rewrite them
     def _const_key(self, op: Scalar):
@@ -626,9 +627,11 @@ class _Compiled:
         caller's data stays alive through this.
         """
         names = [p[0] for p in self.specs]
-        if len(inputs) != len(names) or any(a is not inputs[n] for a, n in
-                                            zip(arrays, names, strict=True)):
-            self.last = None  # why: converted inputs are new arrays every call
+        if self.device.platform != "cpu" or len(inputs) != len(names) or any(
+                a is not inputs[n] for a, n in zip(arrays, names, strict=True)):
+            # why: converted inputs are new arrays every call, and a device copy of an
+            # input would miss its in-place updates
+            self.last = None
             return
         wins = tuple(None if w is a else w for w, a in zip(args, arrays, strict=True))
         self.last = (params, run, wins, tuple((n, weakref.ref(a), a.nbytes)
