@@ -337,7 +337,7 @@ def _program_of(text: str):
     return prog
 
 
-def simulate_backend_config(s, *arrays, params=None):
+def simulate_backend_config(s, *arrays, params=None, backend=None):
     """Rebuild a kernel from its backend_config alone and simulate it on numpy arrays.
 
     The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``.
@@ -347,6 +347,8 @@ def simulate_backend_config(s, *arrays, params=None):
         *arrays: one numpy array per kernel tensor parameter, in parameter order (the
             config's ``serialize_dims["inputs"]``).
         params: optional :class:`~nki_workbench.SimParams`.
+        backend: the simulator, ``"numpy"`` or ``"jax"`` (``None``: as
+            ``NKI_WORKBENCH_SIM_BACKEND`` says, default numpy).
 
     Returns:
         What simulating the traced kernel returns: the output array, a tuple/list of them, or
@@ -364,7 +366,8 @@ def simulate_backend_config(s, *arrays, params=None):
     if bad:
         raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
                        f"for {', '.join(bad)}")
-    outs = prog.run({d.name: a for d, a in zip(k.params, arrays, strict=True)}, params)
+    outs = prog.run({d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
+                    backend=backend)
     return runtime.package_outputs(k, outs, arrays)
 
 
@@ -685,11 +688,13 @@ class LegacyFrameworkKernel(UnifiedKernel):
 _ROUND_TRIPPED: set = set()
 
 
-def config_round_trip_hook(traced: Traced, inputs: dict, params, outputs: dict) -> None:
+def config_round_trip_hook(traced: Traced, inputs: dict, params, outputs: dict,
+                           backend: str | None = None) -> None:
     """Check that the backend_config alone reproduces a simulation (a ``runtime.SIM_HOOKS`` entry).
 
     For each distinct kernel (first simulation only) the config is built, decoded, parsed and
-    simulated on copies of the same inputs; every output must be byte-identical. Warnings and
+    simulated on copies of the same inputs, by the same simulator backend; every output must be
+    byte-identical. Warnings and
     ``device_print`` output of the second run are suppressed. Raises ``AssertionError``.
     """
     import contextlib
@@ -702,7 +707,7 @@ def config_round_trip_hook(traced: Traced, inputs: dict, params, outputs: dict) 
     arrays = [np.array(inputs[d.name], copy=True) for d in k.params]
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        back = simulate_backend_config(s, *arrays, params=params)
+        back = simulate_backend_config(s, *arrays, params=params, backend=backend)
     if traced.returns == "none":
         index = {d.name: i for i, d in enumerate(k.params)}
         back = [arrays[index[n]] for n in k.outputs]

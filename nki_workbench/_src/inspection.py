@@ -272,7 +272,7 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
         with progress(k) as observer:
             outs = _program(traced).run(inputs, params, observer=observer)
     for hook in SIM_HOOKS:
-        hook(traced, inputs, params, outs)
+        hook(traced, inputs, params, outs, sim_backend if progress is None else "numpy")
     vals = [np.array(outs[n]) for n in k.outputs]
     if traced.returns == "single":
         result = vals[0]

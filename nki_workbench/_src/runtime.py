@@ -52,8 +52,10 @@ STRICT_ENV = "NKI_WORKBENCH_STRICT"
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
 SIM_HOOKS: list = []
-"""Callables ``fn(traced, inputs, params, outputs)`` run after every simulation (tests use it to
-check the backend_config round trip of every kernel the suite simulates)."""
+"""Callables ``fn(traced, inputs, params, outputs, backend)`` run after every simulation
+(``backend`` as ``Program.run`` took it: ``"numpy"``, ``"jax"`` or ``None`` for the
+environment's choice); tests use it to check the backend_config round trip of every kernel the
+suite simulates."""
 
 _PROGRAMS: dict = {}
 
@@ -133,7 +135,7 @@ def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = No
     inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
     outs = _program(traced).run(inputs, params, backend=backend)
     for hook in SIM_HOOKS:
-        hook(traced, inputs, params, outs)
+        hook(traced, inputs, params, outs, backend)
     return package_outputs(k, outs, arrays)
 
 

@@ -236,7 +236,7 @@ def run_on_host(dumped: DumpedConfig, arrays, params=None) -> list:
     inputs = {d.name: np.asarray(a) for d, a in zip(k.params, arrays, strict=True)}
     outs = _program(traced).run(inputs, params, backend="numpy")
     for hook in SIM_HOOKS:
-        hook(traced, inputs, params, outs)
+        hook(traced, inputs, params, outs, "numpy")
     return [np.asarray(outs[n], dtype=D.storage_dtype(D.from_name(k.decls()[n].dtype)))
             for n in k.outputs]
 
