@@ -12,6 +12,8 @@ import kernels_public as K
 import ml_dtypes
 import numpy as np
 import pytest
+from backends import err_in_ulps as _err_in_ulps
+from backends import ulps as _ulps
 
 import nki_workbench.nki.language as nl
 from nki_workbench import (
@@ -82,22 +84,6 @@ CASES = [
 ]
 
 
-def _ulps(a, b):
-    """Largest distance in units of the last place between two arrays of one float dtype."""
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape
-    if a.dtype.kind in "biu":
-        return int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)), initial=0))
-    nan_a, nan_b = np.isnan(a.astype(np.float32)), np.isnan(b.astype(np.float32))
-    assert np.array_equal(nan_a, nan_b), "NaN in different places"
-    ia = a.view(f"i{a.dtype.itemsize}").astype(np.int64)
-    ib = b.view(f"i{b.dtype.itemsize}").astype(np.int64)
-    top = 1 << (8 * a.dtype.itemsize - 1)
-    ia = np.where(ia < 0, -(ia + top), ia)  # sign-magnitude -> monotone integer line
-    ib = np.where(ib < 0, -(ib + top), ib)
-    return int(np.max(np.abs(ia - ib)[~nan_a], initial=0))
-
-
 def _run_both(kernel, args):
     traced = nki.trace_kernel(kernel, *args)
     k = traced.kernel
@@ -124,21 +110,6 @@ def test_compiled_matches_interpreter(name, kernel, make, ulps):
         else:
             err = _err_in_ulps(out[n], ref[n])
             assert err <= ulps, (n, err)
-
-
-def _err_in_ulps(out, ref):
-    """Largest |out - ref| in ulps of the output dtype at the output's largest magnitude
-    (summation-order differences are absolute errors: relative ulps blow up near zero).
-    """
-    o, r = D.to_f32(out).astype(np.float64), D.to_f32(ref).astype(np.float64)
-    assert np.array_equal(np.isnan(o), np.isnan(r))
-    ok = ~np.isnan(r)
-    scale = float(np.max(np.abs(r[ok]), initial=0.0))
-    if scale == 0.0:
-        return float(np.max(np.abs(o[ok]), initial=0.0))
-    eps = float(D.finfo(out.dtype).eps)
-    ulp = eps * 2.0 ** np.floor(np.log2(scale))
-    return float(np.max(np.abs(o[ok] - r[ok]))) / ulp
 
 
 def test_elementwise_chain_is_bit_identical_no_fma_contraction():

@@ -5,14 +5,15 @@ program), the assembly of such an output from its blocks with one concatenate, t
 adoption of host inputs (aligned windows), and loops kept rolled inside rolled loops.
 """
 
-import warnings
 
 import kernels_public as K
 import numpy as np
 import pytest
+from backends import lowered_text as _hlo
+from backends import run_both, warns_alike
+from backends import trace_inputs as _trace
 
 import nki_workbench.nki.language as nl
-from nki_workbench import nki
 from nki_workbench._src.sim import jax_exec
 from nki_workbench._src.sim.interp import Program
 
@@ -29,32 +30,13 @@ def rand(*shape, dtype=np.float32):
     return RNG.uniform(-1, 1, size=shape).astype(dtype)
 
 
-def _trace(kernel, *args):
-    k = nki.trace_kernel(kernel, *args).kernel
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    return k, {p.name: a for p, a in zip(k.params, arrays, strict=True)}
-
-
 def _same(kernel, *args):
     """Run both backends without warnings; assert bit-identical outputs; return the IR."""
-    k, inputs = _trace(kernel, *args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        ref = Program(k).run(inputs, backend="numpy")
-        comp = jax_exec.compiled(k)
-        runs = comp.runs
-        out = jax_exec.run_compiled(k, inputs)
-    assert comp.runs == runs + 1, "the kernel was not run compiled"
+    k, inputs, ref, out = run_both(kernel, *args)
     for n in ref:
         assert out[n].dtype == ref[n].dtype
         np.testing.assert_array_equal(out[n].view(np.uint8), ref[n].view(np.uint8))
     return k, inputs
-
-
-def _hlo(k, inputs):
-    comp = jax_exec.compiled(k)
-    args, offsets, cvals = comp.args(jax_static.checked_inputs(k, inputs))
-    return comp.fn(False, True, offsets).lower(args, cvals, jax_exec._ZERO).as_text()
 
 
 def row_tiles(a, b):
@@ -124,12 +106,7 @@ def test_column_tiles_and_overwrites_match_the_interpreter():
 
 def test_partially_written_output_still_warns_like_the_interpreter():
     a = rand(256, 64)
-    k, inputs = _trace(half_written, a)
-    with pytest.warns(UserWarning) as ref_rec:
-        ref = Program(k).run(inputs, backend="numpy")
-    with pytest.warns(UserWarning) as rec:
-        out = jax_exec.run_compiled(k, inputs)
-    assert [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
+    ref, out = warns_alike(*_trace(half_written, a))
     np.testing.assert_array_equal(out["out"], ref["out"])
 
 
@@ -143,14 +120,7 @@ def test_tainted_value_into_a_proven_output_reports_like_the_interpreter():
 
     k_ir, inputs = _trace(k, rand(128, 64))
     assert fully_written_outputs(k_ir) == {"out"}
-    with warnings.catch_warnings(record=True) as ref_rec:
-        warnings.simplefilter("always")
-        ref = Program(k_ir).run(inputs, backend="numpy")
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        out = jax_exec.run_compiled(k_ir, inputs)
-    assert ref_rec, "the interpreter reports the unwritten elements"
-    assert [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
+    ref, out = warns_alike(k_ir, inputs)  # the interpreter reports the unwritten elements
     np.testing.assert_array_equal(out["out"], ref["out"])
     assert np.isnan(out["out"][:, 32:]).all()
     np.testing.assert_array_equal(out["out"][:, :32], inputs["a"][:, :32] + 1.0)

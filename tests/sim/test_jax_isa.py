@@ -15,11 +15,13 @@ import kernels_public as KP
 import ml_dtypes
 import numpy as np
 import pytest
+from backends import err_in_ulps as _err_in_ulps
+from backends import trace_inputs
+from backends import ulps as _ulps
 
 import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
 from nki_workbench import nki
-from nki_workbench._src import dtypes as D
 from nki_workbench._src.sim import jax_exec
 from nki_workbench._src.sim.interp import Program
 from nki_workbench._src.sim.isa_rules import ActivationRangeWarning, IsaHintWarning, alu_reduce
@@ -76,37 +78,8 @@ def specials(*shape):
 
 
 # ----------------------------------------------------------------------------- harness
-def _ulps(a, b):
-    """Largest distance in units of the last place (integers: absolute difference)."""
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
-    if a.dtype.kind in "biu":
-        return int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)), initial=0))
-    nan_a, nan_b = np.isnan(a.astype(np.float32)), np.isnan(b.astype(np.float32))
-    assert np.array_equal(nan_a, nan_b), "NaN in different places"
-    ia = a.view(f"i{a.dtype.itemsize}").astype(np.int64)
-    ib = b.view(f"i{b.dtype.itemsize}").astype(np.int64)
-    top = 1 << (8 * a.dtype.itemsize - 1)
-    ia, ib = np.where(ia < 0, -(ia + top), ia), np.where(ib < 0, -(ib + top), ib)
-    return int(np.max(np.abs(ia - ib)[~nan_a], initial=0))
-
-
-def _err_in_ulps(out, ref):
-    """Largest |out - ref| in ulps of the dtype at ref's largest magnitude (sums, matmuls)."""
-    o, r = D.to_f32(out).astype(np.float64), D.to_f32(ref).astype(np.float64)
-    assert np.array_equal(np.isnan(o), np.isnan(r))
-    ok = ~np.isnan(r)
-    scale = float(np.max(np.abs(r[ok]), initial=0.0))
-    if scale == 0.0:
-        return float(np.max(np.abs(o[ok]), initial=0.0))
-    ulp = float(D.finfo(out.dtype).eps) * 2.0 ** np.floor(np.log2(scale))
-    return float(np.max(np.abs(o[ok] - r[ok]))) / ulp
-
-
 def _trace(kernel, args):
-    k = nki.trace_kernel(kernel, *args).kernel
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    return k, {p.name: a for p, a in zip(k.params, arrays, strict=True)}
+    return trace_inputs(kernel, *args)
 
 
 def _run_both(kernel, args, compiled=True):

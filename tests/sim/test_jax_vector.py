@@ -5,15 +5,16 @@ the stated ulps where PSUM accumulations are contracted into one dot), warnings 
 the lowered program must show whether the loop was batched (no ``while``) or not.
 """
 
-import warnings
 
 import kernels_public as K
 import ml_dtypes
 import numpy as np
 import pytest
+from backends import lowered_text, run_both, warns_alike
+from backends import trace_inputs as _trace
 
 import nki_workbench.nki.language as nl
-from nki_workbench import LoopCarriedDependencyWarning, SimParams, nki
+from nki_workbench import LoopCarriedDependencyWarning, SimParams
 from nki_workbench._src.sim import jax_exec
 from nki_workbench._src.sim.interp import Program
 
@@ -30,25 +31,10 @@ def rand(*shape, dtype=np.float32):
     return RNG.uniform(-1, 1, size=shape).astype(dtype)
 
 
-def _trace(kernel, *args):
-    k = nki.trace_kernel(kernel, *args).kernel
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    return k, {p.name: a for p, a in zip(k.params, arrays, strict=True)}
-
-
 def _both(kernel, *args):
     """Interpreter and compiled outputs (no warning allowed), and the lowered program text."""
-    k, inputs = _trace(kernel, *args)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        ref = Program(k).run(inputs, backend="numpy")
-        comp = jax_exec.compiled(k)
-        runs = comp.runs
-        out = jax_exec.run_compiled(k, inputs)
-    assert comp.runs == runs + 1, "the kernel was not run compiled"
-    args_, offsets, cvals = comp.args(jax_static.checked_inputs(k, inputs))
-    text = comp.fn(False, True, offsets).lower(args_, cvals, jax_exec._ZERO).as_text()
-    return ref, out, text
+    k, inputs, ref, out = run_both(kernel, *args)
+    return ref, out, lowered_text(k, inputs)
 
 
 def _identical(ref, out):
@@ -123,12 +109,7 @@ def every_other_tile(a):
 def test_blocks_with_gaps_and_a_short_last_block():
     a = rand(896, 64)
     assert _plans(every_other_tile, a)["i"] is not None
-    k, inputs = _trace(every_other_tile, a)
-    with pytest.warns(UserWarning) as ref_rec:
-        ref = Program(k).run(inputs, backend="numpy")
-    with pytest.warns(UserWarning) as rec:
-        out = jax_exec.run_compiled(k, inputs)
-    assert [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
+    ref, out = warns_alike(*_trace(every_other_tile, a))
     np.testing.assert_array_equal(out["out"].view(np.uint8), ref["out"].view(np.uint8))
     np.testing.assert_array_equal(out["out"][:128], a[:128])
 
@@ -155,9 +136,7 @@ def test_a_block_read_after_its_own_write():
     quiet = SimParams(detect_races=False)
     _identical(Program(k).run(inputs, quiet, backend="numpy"),
                jax_exec.run_compiled(k, inputs, quiet))
-    args_, offsets, cvals = comp.args(jax_static.checked_inputs(k, inputs))
-    text = comp.fn(False, False, offsets).lower(args_, cvals, jax_exec._ZERO).as_text()
-    assert "while" not in text
+    assert "while" not in lowered_text(k, inputs, races=False)
 
 
 def nested_columns(a):
@@ -236,14 +215,7 @@ def test_uninitialised_read_inside_a_batched_loop_reports_like_the_interpreter()
         return out
     a = rand(256, 64)
     assert _plans(k, a)["i"] is not None
-    k_ir, inputs = _trace(k, a)
-    with warnings.catch_warnings(record=True) as ref_rec:
-        warnings.simplefilter("always")
-        ref = Program(k_ir).run(inputs, backend="numpy")
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        out = jax_exec.run_compiled(k_ir, inputs)
-    assert ref_rec and [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
+    ref, out = warns_alike(*_trace(k, a))
     np.testing.assert_array_equal(out["out"].view(np.uint8), ref["out"].view(np.uint8))
 
 
