@@ -247,3 +247,22 @@ def test_isa_matmul_accumulation_becomes_one_dot():
     assert text.count("stablehlo.dot_general") == 1 and "while" not in text
     np.testing.assert_allclose(out["out"], ref["out"], rtol=1e-5, atol=1e-4)  # sum order
     np.testing.assert_allclose(out["out"], lhs_t.T @ rhs, rtol=1e-4, atol=1e-4)
+
+
+def ragged_with_negated_mask(a):
+    """A mask that bounds nothing for sure (a negation) keeps the ragged loop general."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for p in nl.affine_range((a.shape[0] + 127) // 128):
+        i_p = p * 128 + nl.arange(128)[:, None]
+        i_f = nl.arange(a.shape[1])[None, :]
+        nl.store(out[i_p, i_f], nl.load(a[i_p, i_f], mask=~(i_p >= a.shape[0])),
+                 mask=~(i_p >= a.shape[0]))
+    return out
+
+
+def test_only_a_plain_bound_in_the_mask_proves_the_ragged_tile():
+    a = rand(300, 40)
+    assert _plans(ragged_with_negated_mask, a)["p"] is None
+    ref, out, _ = _both(ragged_with_negated_mask, a)
+    _identical(ref, out)
+    np.testing.assert_array_equal(out["out"], a)

@@ -111,6 +111,8 @@ def _caps(mask) -> dict:
             out[e] = min(c, out.get(e, c))
         return out
     flip = {"gt": "lt", "ge": "le"}
+    if mask.op not in ("lt", "le", "gt", "ge"):
+        return {}  # why: a negation or a disjunction bounds nothing for sure
     op, (lhs, rhs) = mask.op, mask.args
     if op in flip:
         op, lhs, rhs = flip[op], rhs, lhs
