@@ -372,3 +372,29 @@ def test_reciprocal_vector_engine():
     assert engine_of(k_recip, a, op="reciprocal") == ["vector"]
     b = a.astype(np.float16)
     np.testing.assert_allclose(k_recip(b), 1 / b.astype(np.float32), rtol=1e-6)
+
+
+@nki.jit(mode="simulation")
+def k_shifts(a, u):
+    o1 = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    o2 = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    o3 = nl.ndarray(u.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+    o4 = nl.ndarray(u.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+    x, y = nl.load(a), nl.load(u)
+    nl.store(o1, nisa.tensor_scalar(x, np.left_shift, 2))
+    nl.store(o2, nisa.tensor_scalar(x, np.right_shift, 1))
+    nl.store(o3, nisa.tensor_scalar(y, np.left_shift, 4, dtype=nl.uint32))
+    nl.store(o4, nisa.tensor_scalar(y, np.invert, 0, dtype=nl.uint32))
+    return o1, o2, o3, o4
+
+
+def test_shifts_and_invert_keep_32_bit_patterns():
+    """The ALU is 32 bits wide: shifted-out bits are lost, patterns are kept (no saturation)."""
+    a = np.array([[0x40000001, -8, -1, 7]], dtype=np.int32)
+    u = np.array([[0xF0000001, 0xFFFFFFFF, 1, 0]], dtype=np.uint32)
+    o1, o2, o3, o4 = k_shifts(a, u)
+    np.testing.assert_array_equal(o1, (a.astype(np.int64) << 2).astype(np.uint32).view(np.int32))
+    np.testing.assert_array_equal(o1[0, 0], 4)
+    np.testing.assert_array_equal(o2, (a.view(np.uint32) >> 1).view(np.int32))  # logical
+    np.testing.assert_array_equal(o3, u << np.uint32(4))
+    np.testing.assert_array_equal(o4, ~u)

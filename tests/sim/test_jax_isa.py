@@ -121,7 +121,7 @@ _FLOAT_OPS = [np.add, np.subtract, np.multiply, np.divide, np.maximum, np.minimu
               np.fmod, np.equal, np.not_equal, np.greater, np.greater_equal, np.less,
               np.less_equal, np.logical_and, np.logical_or, np.logical_xor, np.abs,
               np.reciprocal, "rsqrt", np.logical_not]
-_BIT_OPS = [np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.right_shift]
+_BIT_OPS = [np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.right_shift, np.left_shift]
 
 
 def k_ts_bits(a, v):
@@ -490,8 +490,12 @@ def test_matmul_hint_falls_back_and_warns(capfd):
         jax_exec.run_compiled(k, inputs)
 
 
-def test_left_shift_falls_back(capfd):
-    _falls_back(k_left_shift, (ints(8, 16, lo=-(1 << 30), hi=1 << 30),), capfd, "left_shift")
+def test_left_shift_keeps_the_32_bit_pattern():
+    x = ints(8, 16, lo=-(1 << 30), hi=1 << 30)
+    ref, out = _run_both(k_left_shift, (x,))
+    _check(ref, out, 0)
+    np.testing.assert_array_equal(out["out"], (x.astype(np.int64) << 3).astype(np.uint32)
+                                  .view(np.int32))
 
 
 def test_mixed_signed_uint32_bitvec_falls_back(capfd):
@@ -580,15 +584,16 @@ def test_alu_integer_semantics_and_refusals():
     a = jnp.asarray(np.array([-7, 2**31 - 1, -2**31, 5], np.int32))
     u = jnp.asarray(np.array([0xFFFFFFFF, 3, 2**31, 0], np.uint32))
     shifts = jnp.asarray(np.array([0, 31, 32, -1], np.int32))
-    np.testing.assert_array_equal(JI.alu("right_shift", a, shifts, z),
-                                  (np.asarray(a).astype(np.int64) & 0xFFFFFFFF) >> [0, 31, 64, 64])
+    np.testing.assert_array_equal(  # the logical shift's pattern, read as int32
+        JI.alu("right_shift", a, shifts, z),
+        ((np.asarray(a).astype(np.int64) & 0xFFFFFFFF) >> [0, 31, 64, 64]).astype(np.uint32)
+        .view(np.int32))
+    np.testing.assert_array_equal(JI.alu("left_shift", u, shifts, z),
+                                  (np.asarray(u, np.int64) << [0, 31, 64, 64]) & 0xFFFFFFFF)
+    np.testing.assert_array_equal(JI.alu("invert", u, None, z), ~np.asarray(u))
     np.testing.assert_array_equal(JI.alu("bitwise_and", u, jnp.int32(0xFF), z, sb=0xFF),
                                   np.asarray(u) & 0xFF)
     np.testing.assert_array_equal(JI.alu("add", a, a, z, exact_int=True),
                                   (np.asarray(a, np.int64) * 2).astype(np.int32))
     with pytest.raises(Unsupported, match="possibly negative"):
         JI.alu("bitwise_and", u, a, z)
-    with pytest.raises(Unsupported, match="left_shift"):
-        JI.alu("left_shift", a, a, z)
-    with pytest.raises(Unsupported, match="invert"):
-        JI.alu("invert", u, None, z)

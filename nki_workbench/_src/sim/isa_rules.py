@@ -16,7 +16,7 @@ from ..errors import NkiError, NkiWarning, UninitializedReadWarning, warn
 from ..ir import expr as E
 from .access import CompiledAccess
 from .interp import SPECIAL
-from .rules import _UNARY, Ex, binary, f32, rule
+from .rules import _UNARY, Ex, binary, bits32, f32, rule
 
 __all__ = ["ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError", "alu",
            "alu_reduce"]
@@ -80,7 +80,7 @@ def _wrap32(a):
 def alu(op, a, b=None, exact_int=False):
     """One ALU operation with the engines' numerics (fp32, raw bits, or exact int32)."""
     if op == "invert":
-        return ~_bits(a)
+        return bits32(~_bits(a), a)
     if op == "logical_not":
         return (f32(a) == 0).astype(np.float32)
     if exact_int and op in ("add", "subtract", "multiply") and \

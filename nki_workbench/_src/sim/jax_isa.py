@@ -36,11 +36,12 @@ through :func:`~.jax_rules.div`, whose batching rule keeps an unbatched divisor 
 Left to the interpreter (``Unsupported`` at lowering, or no rule): anything whose numpy rule
 warns or raises depending on data (activation's valid-range check for log/sin/arctan/sqrt/
 rsqrt/reciprocal, nc_matmul's ``is_*`` hints, nc_find_index8's missing values, local_gather's
-bounds, nc_stream_shuffle with run-time mask entries), ``left_shift`` (numpy shifts in int64
-and saturates on store), ``invert`` of uint32, bitvec ``negate`` and mixed signed/uint32 bitvec
-operands, activation with ``reduce_cmd``/``reduce_res`` (engine registers), and the
-multi-output and register instructions (activation_reduce, tensor_scalar_reduce,
-range_select, select_reduce, nc_match_replace8, dma_copy, builtin_custom_op).
+bounds, nc_stream_shuffle with run-time mask entries), bitvec ``negate`` and mixed
+signed/uint32 bitvec operands, activation with ``reduce_cmd``/``reduce_res`` (engine
+registers), and the multi-output and register instructions (activation_reduce,
+tensor_scalar_reduce, range_select, select_reduce, nc_match_replace8, dma_copy,
+builtin_custom_op). Bitvec results are the ALU's 32-bit patterns, as :func:`.rules.bits32`
+keeps them in the interpreter (shifts included; counts outside [0, 32) give 0).
 """
 
 from __future__ import annotations
@@ -161,18 +162,17 @@ def _int_pair(op, a, b, sa, sb):
     raise Unsupported(f"'{op}' of a uint32 and a possibly negative signed operand")
 
 
-def _right_shift(a, b, sa, sb):
-    # why: numpy shifts the 32-bit pattern in int64; counts outside [0, 32) give 0
-    ra, _ = _bits(a, sa)
-    ua = lax.bitcast_convert_type(ra, jnp.uint32) if ra.dtype == _I32 else ra
-    rb, _ = _bits(b, sb)
-    ok = (rb >= 0) & (rb < 32)
-    amt = jnp.where(ok, rb, 0).astype(jnp.uint32)
-    return jnp.where(ok, jnp.right_shift(ua, amt), jnp.uint32(0))
-
-
-def _left_shift(a, b, sa, sb):
-    raise Unsupported("'left_shift' (numpy shifts in int64 and saturates on store)")
+def _shift(fn):
+    # why: the 32-bit ALU shifts the pattern (right: logically); numpy gives 0 for counts
+    # outside [0, 32); the result reads as int32 unless an operand is uint32 (rules.bits32)
+    def run(a, b, sa, sb):
+        ra, _ = _bits(a, sa)
+        rb, _ = _bits(b, sb)
+        ua = lax.bitcast_convert_type(ra, jnp.uint32) if ra.dtype == _I32 else ra
+        ok = (rb >= 0) & (rb < 32)
+        out = jnp.where(ok, fn(ua, jnp.where(ok, rb, 0).astype(jnp.uint32)), jnp.uint32(0))
+        return out if _U32 in (ra.dtype, rb.dtype) else lax.bitcast_convert_type(out, jnp.int32)
+    return run
 
 
 def _bitwise(fn):
@@ -182,15 +182,13 @@ def _bitwise(fn):
 
 
 _BITS = {"bitwise_and": _bitwise(jnp.bitwise_and), "bitwise_or": _bitwise(jnp.bitwise_or),
-         "bitwise_xor": _bitwise(jnp.bitwise_xor), "right_shift": _right_shift,
-         "left_shift": _left_shift}
+         "bitwise_xor": _bitwise(jnp.bitwise_xor), "right_shift": _shift(jnp.right_shift),
+         "left_shift": _shift(jnp.left_shift)}
 
 
 def _invert(a, sa):
     r, _ = _bits(a, sa)
-    if r.dtype == _U32:
-        raise Unsupported("'invert' of uint32 (numpy's int64 complement leaves 32 bits)")
-    return ~r
+    return ~r  # why: the complement of the 32-bit pattern, as rules.bits32 keeps it
 
 
 _ONE_OPERAND = {"invert": _invert,

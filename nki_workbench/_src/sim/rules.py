@@ -125,7 +125,7 @@ for _n, _f in _UNARY.items():
 @rule("invert")
 def _invert(ex):
     x = np.asarray(align(ex.ins[0], len(ex.out_shape)))
-    return _fresh(~x if x.dtype.kind in "iub" else ~_raw(x), ex.out_shape, ex.ins)
+    return _fresh(~x if x.dtype.kind in "iub" else bits32(~_raw(x), x), ex.out_shape, ex.ins)
 
 
 @rule("logical_not")
@@ -163,10 +163,22 @@ _BITVEC = {
 ALU.update(_ARITH)
 
 
+def bits32(r, *operands):
+    """A bitvec result as the 32-bit ALU leaves it (int64 values a store keeps as they are).
+
+    Wrapped mod 2**32, and read as uint32 when an operand is uint32, else as int32.
+    """
+    w = np.asarray(r, dtype=np.int64) & 0xFFFFFFFF
+    if any(np.asarray(o).dtype == np.uint32 for o in operands):
+        return w
+    return w - ((w >> 31) << 32)
+
+
 def binary(op, a, b):
     """Apply ALU op ``op`` to two values with the engines' numerics (fp32 or raw bits)."""
     if op in _BITVEC:
-        return _BITVEC[op](_raw(a), _raw(b))
+        # why: numpy computes in int64; the engines' shifts drop the bits past 32
+        return bits32(_BITVEC[op](_raw(a), _raw(b)), a, b)
     return _ARITH[op](f32(a), f32(b))  # (the interpreter runs under np.errstate(all="ignore"))
 
 
