@@ -164,26 +164,63 @@ def extract_backend_configs(text: str) -> list:
     return [text] if re.fullmatch(r"[A-Za-z0-9+/=_-]+", text) else []
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    r"""``text`` with control characters (ANSI escapes included) shown as ``\xNN`` escapes.
+
+    Why: a backend_config is untrusted input; its IR must not drive the user's terminal.
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _read_config_source(src: str) -> str:
+    """The text behind ``decode``'s argument: a file's contents, or the argument itself."""
+    # why: base64 has '/' but never '.', and a real config is long; anything else with a
+    # separator or a dot was meant as a path
+    b64 = len(src) >= 64 and re.fullmatch(r"[A-Za-z0-9+/=_-]+", src.strip()) is not None
+    looks_like_path = not b64 and (os.sep in src or "." in src)
+    if os.path.isdir(src):
+        raise CliError(f"{src} is a directory, not a backend_config file")
+    if os.path.isfile(src):
+        try:
+            with open(src, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            raise CliError(f"cannot read {src}: {exc.strerror}") from None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CliError(f"{src} is a binary file, not a backend_config (base64 or HLO "
+                           "text)") from None
+    if looks_like_path:
+        raise CliError(f"no such file: {src}")
+    return src
+
+
 def cmd_decode(opts) -> int:
     """``decode``: print the decoded config(s) and IR."""
     from ._src.encode import decode_backend_config
     from .notebook.mime import config_text
-    src = opts.config
-    text = open(src, encoding="utf-8").read() if os.path.isfile(src) else src
-    configs = extract_backend_configs(text)
+    configs = extract_backend_configs(_read_config_source(opts.config))
     if not configs:
         raise CliError("no backend_config found: pass the base64 string, or a file with it or "
                        "with HLO text containing backend_config=\"...\"")
     for i, c in enumerate(configs):
-        cfg = decode_backend_config(c)
+        try:
+            cfg = decode_backend_config(c)
+        except (ValueError, TypeError, RecursionError) as exc:
+            where = f"backend_config {i + 1} of {len(configs)}: " if len(configs) > 1 else ""
+            raise CliError(where + _printable(str(exc)).splitlines()[0]) from None
         if len(configs) > 1:
             print(f"=== backend_config {i + 1} of {len(configs)}")
         if opts.json:
-            print(json.dumps(cfg, indent=2, sort_keys=True))
+            print(json.dumps(cfg, indent=2, sort_keys=True))  # (JSON escapes control characters)
             continue
-        print(config_text(cfg))
+        print(_printable(config_text(cfg)))
         print("--- IR (serialize_ir_string) ---")
-        print(cfg["serialize_ir_string"].rstrip("\n"))
+        print(_printable(cfg["serialize_ir_string"].rstrip("\n")))
     return 0
 
 

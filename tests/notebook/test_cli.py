@@ -122,3 +122,53 @@ def test_console_script_runs():
     exe = [sys.executable, "-m", "nki_workbench.cli", "--help"]
     res = subprocess.run(exe, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "report" in res.stdout and "explore" in res.stdout
+
+
+def _config_of_exp_kernel():
+    import nki_workbench.nki.language as nl
+
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.exp(nl.load(a)))
+        return out
+    return inspect(k, np.zeros((128, 64), np.float32), platform_target="trn2").backend_config
+
+
+def _decode_fails(capsys, arg):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["decode", arg])
+    err = capsys.readouterr().err
+    assert info.value.code == 2, err
+    assert err.startswith("nki-workbench: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_decode_bad_inputs_are_one_line_errors(tmp_path, capsys):
+    import base64
+    import json
+    assert "no such file: " in _decode_fails(capsys, str(tmp_path / "missing.hlo"))
+    assert "no such file" in _decode_fails(capsys, "config.b64")
+    assert "is a directory" in _decode_fails(capsys, str(tmp_path))
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    assert "binary file" in _decode_fails(capsys, str(binary))
+    # valid alphabet, wrong padding: not base64
+    assert "not valid base64" in _decode_fails(capsys, "A" * 65)
+    deep = base64.b64encode(b"[" * 100_000 + b"]" * 100_000).decode()
+    assert "does not hold JSON" in _decode_fails(capsys, deep)
+    keys = base64.b64encode(json.dumps({"func_name": "k"}).encode()).decode()
+    assert "backend_config" in _decode_fails(capsys, keys)
+
+
+def test_decode_escapes_control_characters(tmp_path, capsys):
+    import base64
+    import json
+    cfg = json.loads(base64.b64decode(_config_of_exp_kernel()))
+    cfg["serialize_ir_string"] += "# \x1b[2J\x1b[31mred\x07\n"
+    evil = base64.b64encode(json.dumps(cfg).encode()).decode()
+    path = tmp_path / "evil.b64"
+    path.write_text(evil)
+    assert cli.main(["decode", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b[31mred\\x07" in out
