@@ -322,6 +322,16 @@ def _retarget(ctx, value, dst, acc: str | None) -> bool:
     return True
 
 
+def _reduction_result(ctx, value) -> bool:
+    """Whether ``value`` is a ``t[...] = nl.loop_reduce(...)`` result still waiting for ``t``."""
+    if value._prod is None or value._prod[0] != id(ctx.block):
+        return False
+    pos = value._prod[1]
+    inst = ctx.block[pos] if pos < len(ctx.block) else None
+    return (getattr(inst, "op", None) == "loop_reduce" and len(inst.outs) == 1
+            and inst.outs[0].tensor == value._name)
+
+
 def assign(dst, value, acc: str | None = None, temp: bool = False):
     """``dst[...] = value`` (or ``dst[...] += value`` with ``acc='add'``), fusing when possible."""
     T = _tensor_cls()
@@ -348,6 +358,12 @@ def assign(dst, value, acc: str | None = None, temp: bool = False):
         _check_assign_shapes(dst, value)
         if temp and _retarget(ctx, value, dst, acc):
             return
+        if _reduction_result(ctx, value):
+            raise NkiError(None, f"nl.loop_reduce into '{dst._name}': the destination is the "
+                           "accumulator and must take the reduced tile as it is (shape "
+                           f"{list(dst.shape)} vs {list(value.shape)}, plain '=')",
+                           user_location(), "index the destination so that its shape is the "
+                           "reduced tile's: t[i, ...] = nl.loop_reduce(x, ...)")
         src = value
         if acc is not None:
             # why: `dst op= src` is an accumulation (allowed in affine loops), not a read of dst
