@@ -12,6 +12,7 @@ import keyword
 import linecache
 import re
 import sys
+import threading
 from dataclasses import replace
 
 from ..errors import NkiError, user_location
@@ -19,7 +20,15 @@ from ..ir import Alloc, Inst, Loop, TensorDecl
 
 __all__ = ["TraceContext", "current", "require", "push", "pop"]
 
-_STACK: list = []
+
+class _Stacks(threading.local):
+    # why: each thread traces its own kernels; a shared stack let concurrent traces see (and
+    # pop) each other's contexts
+    def __init__(self):
+        self.stack: list = []
+
+
+_LOCAL = _Stacks()
 AUTO = object()  # "take the kernel line being traced" default for locations
 _RESERVED = {"kernel", "param", "alloc", "for", "return", "pass", "expr", "mask", "dyn", "None",
              "True", "False", "nan", "inf", "floordiv", "mod", "mul", "min", "max"}
@@ -28,29 +37,32 @@ _FOR = re.compile(r"^\s*for\s+([A-Za-z_]\w*)\s+in\b")
 
 
 def current():
-    """The context of the kernel being traced, or ``None``."""
-    return _STACK[-1] if _STACK else None
+    """The context of the kernel being traced in this thread, or ``None``."""
+    stack = _LOCAL.stack
+    return stack[-1] if stack else None
 
 
 def require(api: str):
     """The current context; raises ``err_nki_api_outside_of_nki_kernel`` outside a kernel."""
-    if not _STACK:
+    stack = _LOCAL.stack
+    if not stack:
         raise NkiError("err_nki_api_outside_of_nki_kernel",
                        f"{api} was called outside of an NKI kernel", user_location(),
                        "call it inside a function decorated with @nki.jit (or run through "
                        "nki.simulate_kernel)")
-    return _STACK[-1]
+    return stack[-1]
 
 
 def push(ctx):
-    """Make ``ctx`` current."""
-    _STACK.append(ctx)
+    """Make ``ctx`` current in this thread."""
+    _LOCAL.stack.append(ctx)
 
 
 def pop(ctx):
-    """Stop tracing with ``ctx``."""
-    if _STACK and _STACK[-1] is ctx:
-        _STACK.pop()
+    """Stop tracing with ``ctx`` (and drop anything an exception left above it)."""
+    stack = _LOCAL.stack
+    if ctx in stack:
+        del stack[stack.index(ctx):]
 
 
 def _source_line(depth_frames=2) -> str:
