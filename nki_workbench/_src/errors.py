@@ -7,6 +7,7 @@ user always sees *what* went wrong, *where* in their kernel, and *what to change
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -19,6 +20,7 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _EXAMPLES_DIR = os.path.join(_PKG_DIR, "examples") + os.sep
 
 
+@functools.lru_cache(maxsize=4096)
 def is_internal(fname: str) -> bool:
     """Whether a code file belongs to the workbench itself (not to a kernel's author)."""
     path = os.path.abspath(fname)

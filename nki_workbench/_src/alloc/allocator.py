@@ -147,11 +147,15 @@ def _record(it: _Item, buffer, start, addr, kind, bank=None, bank_bytes=0, live=
 
 # ----------------------------------------------------------------------------- auto SBUF
 def _place_sbuf(items, cap, align, insts, placed_fixed=()):
-    placed = list(placed_fixed)
+    # why: items come in order of their first position, so a placement whose life ended
+    # before this item's start is dead for every later item too: dropping it keeps the scan
+    # to what is live (linear in the kernel size, where scanning every placement was quadratic)
+    active = list(placed_fixed)
     out = []
     for it in sorted(items, key=lambda i: (i.life.start, i.life.order, i.name)):
         lo, hi = it.life.start, it.life.end
-        live = [p for p in placed if p.live[0] <= hi and lo <= p.live[1]]
+        active = [p for p in active if p.live[1] >= lo]
+        live = [p for p in active if p.live[0] <= hi]
         best = None
         for sp in it.starts:
             near = [p for p in live if _overlap(sp, sp + it.pdim, p.start_partition,
@@ -165,10 +169,10 @@ def _place_sbuf(items, cap, align, insts, placed_fixed=()):
                         best = (a, sp)
                     break
         if best is None:
-            _oversubscribed("sbuf", it, placed, cap, insts, 128)
+            _oversubscribed("sbuf", it, list(placed_fixed) + out, cap, insts, 128)
         rec = _record(it, "sbuf", best[1], best[0], "auto")
         out.append(rec)
-        placed.append(rec)
+        active.append(rec)
     return out
 
 

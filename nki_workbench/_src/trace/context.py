@@ -88,6 +88,7 @@ class TraceContext:
         self.scope: tuple = ()
         self._loop_ids = 0
         self.names: set[str] = set()
+        self._next_suffix: dict[str, int] = {}  # base -> no smaller free suffix exists
         self.decls: dict[str, TensorDecl] = {}
         self.var_ranges: dict[str, tuple | None] = {}
         self.writes: dict[str, str | None] = {}
@@ -107,10 +108,15 @@ class TraceContext:
             base = "t" + base
         if keyword.iskeyword(base) or base in _RESERVED:
             base += "_"
-        name, n = base, 1
-        while name in self.names:
+        name = base
+        if name in self.names:
+            # why: names are never released, so the first free suffix only grows; probing from
+            # 1 each time made a trace quadratic in its instruction count
+            n = self._next_suffix.get(base, 1)
+            while f"{base}_{n}" in self.names:
+                n += 1
             name = f"{base}_{n}"
-            n += 1
+            self._next_suffix[base] = n + 1
         self.names.add(name)
         return name
 
