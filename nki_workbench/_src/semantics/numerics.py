@@ -97,6 +97,39 @@ class Ex:
         """Shape of the first output."""
         return self.out_shapes[0]
 
+    def results(self, result, sel, n):
+        """``(k, value, mask)`` of each output ``k < n`` the rule's ``result`` writes.
+
+        A rule returns one value or a tuple (several destinations); ``None`` writes nothing.
+        The mask is ``out_sel`` when the rule set one (a reduction's), else ``sel``.
+        """
+        values = result if isinstance(result, tuple) else (result,)
+        mask = self.out_sel if self.out_sel is not None else sel
+        return [(k, v, mask) for k, v in enumerate(values[:n]) if v is not None]
+
+    def rng(self, shape):
+        """Uniform float32 ``[0, 1)`` random numbers of ``shape``: the executor's generator.
+
+        Raises:
+            Unsupported: under the compiled lowering (random numbers are the interpreter's).
+        """
+        if self.state is None:
+            raise Unsupported(f"'{self.inst.op}' draws random numbers (interpreter only)")
+        return self.state.rng.random(shape, dtype=np.float32)
+
+    def scratch(self, shape):
+        """A reusable float32 buffer of ``shape`` (numpy), or ``None`` (compiled lowering).
+
+        For results that are consumed at once (a product only added into PSUM).
+        """
+        if self.state is None:
+            return None
+        key = ("scratch", self.inst.op, tuple(shape))
+        buf = self.state.regs.get(key)
+        if buf is None:
+            buf = self.state.regs[key] = np.empty(shape, np.float32)
+        return buf
+
 
 # ----------------------------------------------------------------------------- ALU facts
 COMPARE_OPS = frozenset({"equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
@@ -150,17 +183,17 @@ class Numerics:
         """``x`` unchanged; its rounding can not be fused with the next step's."""
         return x
 
-    def div(self, a, b):
-        """``a / b`` in float32, rounded once."""
-        return np.divide(a, b)
+    def div(self, a, b, out=None):
+        """``a / b`` in float32, rounded once (``out``: numpy only, a buffer to write into)."""
+        return np.divide(a, b) if out is None else np.divide(a, b, out=out)
 
-    def mod(self, a, b):
+    def mod(self, a, b, out=None):
         """Float mod with numpy's sign rule (the result takes the divisor's sign)."""
-        return np.mod(a, b)
+        return np.mod(a, b) if out is None else np.mod(a, b, out=out)
 
-    def matmul(self, a, b):
-        """``a @ b`` of float32 operands, float32 accumulation."""
-        return np.matmul(a, b)
+    def matmul(self, a, b, out=None):
+        """``a @ b`` of float32 operands, float32 accumulation (``out``: numpy only)."""
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
     def concrete(self, x):
         """``x`` as a numpy value (rules needing a Python decision on data)."""
@@ -173,6 +206,28 @@ class Numerics:
     def into(self, ex, fn, *args):
         """``fn(*args)`` (an ``xp`` ufunc), written into ``ex.out`` when the executor gave one."""
         return fn(*args)
+
+    def place(self, ex, x):
+        """``x`` broadcast to the first output's shape (copied into ``ex.out`` when given)."""
+        return self.fresh(x, ex.out_shape)
+
+    # --- shapes -------------------------------------------------------------------------
+    @staticmethod
+    def align(x, ndim):
+        """``x`` with unit dims on the right up to ``ndim`` dims (tile broadcasting).
+
+        A ``[P, 1]`` operand so spans every free dim of the result.
+        """
+        nd = getattr(x, "ndim", 0)
+        if 0 < nd < ndim:
+            return x.reshape(x.shape + (1,) * (ndim - nd))
+        return x
+
+    def fresh(self, x, shape):
+        """``x`` with exactly ``shape`` (a broadcast when it differs)."""
+        if getattr(x, "shape", None) == tuple(shape):
+            return x
+        return self.xp.broadcast_to(x, shape)
 
     # --- the ALU ------------------------------------------------------------------------
     def bits(self, x):
@@ -200,7 +255,7 @@ class Numerics:
     def _as_int32(self, pattern):
         return np.asarray(pattern).view(np.int32)
 
-    def alu(self, op: str, a, b):
+    def alu(self, op: str, a, b, out=None):
         """One binary ALU operation with the engines' numerics.
 
         Float ops widen both operands to float32 and round once; comparisons and logical ops
@@ -211,6 +266,7 @@ class Numerics:
             op: one of :data:`ALU_OPS`.
             a: first operand.
             b: second operand (ignored by ``abs``/``rsqrt``/``reciprocal``).
+            out: numpy only: a float32 buffer a float op may write its result into.
 
         Returns:
             float32, bool, int32 or uint32 values.
@@ -237,11 +293,13 @@ class Numerics:
         if op in ("logical_and", "logical_or", "logical_xor"):
             return getattr(xp, op)(fa != 0, fb != 0)
         if op == "divide":
-            return self.div(fa, fb)
+            return self.div(fa, fb, out=out)
         if op == "mod":
-            return self.mod(fa, fb)
+            return self.mod(fa, fb, out=out)
         if op not in ALU_OPS:
             raise Unsupported(f"ALU op '{op}'")
+        if out is not None and op not in COMPARE_OPS:
+            return getattr(xp, op)(fa, fb, out=out)
         return self.fence(getattr(xp, op)(fa, fb))
 
     # --- reductions ---------------------------------------------------------------------
@@ -270,18 +328,19 @@ class Numerics:
         axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
         if not axes:
             return x
+        shape = x.shape
+        out_shape = tuple(1 if d in axes else e for d, e in enumerate(shape)) if keepdims \
+            else tuple(e for d, e in enumerate(shape) if d not in axes)
         if op not in ("add", "multiply"):
-            r = self._exact_reduce(op, x, axes)
-            return xp.expand_dims(r, axes) if keepdims else r
+            return self._exact_reduce(op, x, axes).reshape(out_shape)
         keep = [d for d in range(x.ndim) if d not in axes]
-        kept_shape = [x.shape[d] for d in keep]
+        n = 1
+        for d in axes:
+            n *= shape[d]
         if keep != list(range(len(keep))):
             x = xp.transpose(x, keep + list(axes))
-        n = int(np.prod([x.shape[len(keep) + i] for i in range(len(axes))], dtype=np.int64))
-        x = x.reshape(kept_shape + [n])
-        r = self._tree(op, x, n)
-        r = r.reshape(kept_shape)
-        return xp.expand_dims(r, axes) if keepdims else r
+        x = x.reshape(tuple(shape[d] for d in keep) + (n,))
+        return self._tree(op, x, n).reshape(out_shape)
 
     def sum(self, x, axes, keepdims: bool = False):
         """``reduce("add", ...)``: the one summation order."""
@@ -340,22 +399,32 @@ class _NumpyNumerics(Numerics):
     def _wrap_u32(self, x):
         return np.asarray(x).astype(np.uint32)
 
+    def place(self, ex, x):
+        out = ex.out
+        if out is not None and isinstance(x, np.ndarray) and x.dtype == out.dtype:
+            np.copyto(out, np.broadcast_to(x, out.shape))  # why: reuse the dead tile
+            return out
+        return self.fresh(x, ex.out_shape)
+
     def _tree(self, op, x, n):
-        # why: the same tree as Numerics._tree, computed in place in one scratch buffer
+        # why: the same tree as Numerics._tree without the concatenate (fresh halves measured
+        # faster than in-place halving: numpy buffers overlapping in/out operands)
         fn = np.add if op == "add" else np.multiply
         if n == 0:
             return np.full(x.shape[:-1], np.float32(0.0 if op == "add" else 1.0), x.dtype)
         if n == 1:
             return np.array(x[..., 0])
-        p = 1 << (n - 1).bit_length()
-        h = p // 2
-        buf = np.array(x[..., :h])
-        fn(buf[..., : n - h], x[..., h:n], out=buf[..., : n - h])
+        h = 1 << (n - 1).bit_length() - 1
+        if n == 2 * h:
+            x = fn(x[..., :h], x[..., h:])
+        else:
+            head = np.array(x[..., :h])
+            fn(head[..., : n - h], x[..., h:n], out=head[..., : n - h])
+            x = head
         while h > 1:
-            q = h // 2
-            fn(buf[..., :q], buf[..., q:h], out=buf[..., :q])
-            h = q
-        return buf[..., 0]
+            h //= 2
+            x = fn(x[..., :h], x[..., h:])
+        return x[..., 0]
 
 
 NUMPY = _NumpyNumerics()

@@ -31,7 +31,7 @@ _F32 = np.dtype(np.float32)
 
 def is_traced(x) -> bool:
     """Whether ``x`` is a JAX value (not a Python/numpy constant known at lowering)."""
-    return not isinstance(x, (int, float, np.integer, np.floating, np.ndarray, np.bool_, bool))
+    return not isinstance(x, (int, np.integer, np.ndarray, np.bool_, bool))
 
 
 class JaxNumerics(Numerics):
@@ -95,7 +95,7 @@ class JaxNumerics(Numerics):
         bits = lax.bitcast_convert_type(x, jnp.int32)
         return lax.bitcast_convert_type(bits | self.zero, jnp.float32)
 
-    def div(self, a, b):
+    def div(self, a, b, out=None):
         a, b = jnp.asarray(a), jnp.asarray(b)
         shape = jnp.broadcast_shapes(a.shape, b.shape)
         # why: XLA rewrites x / y into x * (1 / y) whenever it sees y is one repeated value (a
@@ -103,13 +103,13 @@ class JaxNumerics(Numerics):
         b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
         return _divide(jnp.broadcast_to(a, shape), b)
 
-    def mod(self, a, b):
+    def mod(self, a, b, out=None):
         # why: npy_divmod: fmod moved to the divisor's sign, a zero takes the divisor's sign
         r = jnp.fmod(a, b)
         r = jnp.where((r != 0) & ((r < 0) != (b < 0)), self.fence(r + b), r)
         return jnp.where(r == 0, jnp.copysign(np.float32(0), b), r)
 
-    def matmul(self, a, b):
+    def matmul(self, a, b, out=None):
         # why: full fp32 products and sums everywhere (GPUs would otherwise use TF32)
         return jnp.matmul(a, b, precision=lax.Precision.HIGHEST,
                           preferred_element_type=jnp.float32)
@@ -150,7 +150,7 @@ class JaxNumerics(Numerics):
                 "bitwise_xor": lax.bitwise_xor}.get(op)
         if comb is None:
             raise Unsupported(f"reduction by '{op}'")
-        init = x.dtype.type(-1 if op == "bitwise_and" else 0)
+        init = np.asarray(-1 if op == "bitwise_and" else 0).astype(x.dtype)[()]  # (uint32: ~0)
         return lax.reduce(x, init, comb, tuple(axes))
 
 
