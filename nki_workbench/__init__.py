@@ -30,6 +30,11 @@ from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collecti
 
 __all__.append("simulate_ranks")
 
+# nki.isa simulation warnings / errors (their rules: _src/semantics/isa_*.py)
+from ._src.errors import ActivationRangeWarning, IndirectIndexError, IsaHintWarning  # noqa: E402
+
+__all__ += ["ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError"]
+
 
 # --- notebook layer (lazy: ipywidgets/matplotlib load on first use) --------------------------
 __all__ += ["load_ipython_extension", "unload_ipython_extension", "compare", "explore"]

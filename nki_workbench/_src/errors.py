@@ -13,6 +13,7 @@ import sys
 import warnings
 
 __all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
+           "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
            "user_location", "user_frame", "warn"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +73,23 @@ class LoopCarriedDependencyWarning(NkiWarning):
 
 class ShadowingWarning(NkiWarning):
     """A local tensor name was re-bound inside a loop instead of updated with ``t[...] =``."""
+
+
+# --- nki.isa simulation (helper B) -----------------------------------------------------------
+class ActivationRangeWarning(NkiWarning):
+    """``nisa.activation`` got inputs outside the function's documented valid range."""
+
+
+class IsaHintWarning(NkiWarning):
+    """A hint (``is_transpose``, ``is_*_onezero``) does not hold, or a result is undefined.
+
+    Undefined: the hardware gives no defined result for this input (e.g. a value that
+    ``nc_find_index8`` cannot find).
+    """
+
+
+class IndirectIndexError(NkiError, IndexError):
+    """An indirect DMA index is out of bounds with ``oob_mode.error`` (NKI raises IndexError)."""
 
 
 def user_location(skip_pkg: bool = True) -> str | None:

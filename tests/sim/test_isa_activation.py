@@ -8,8 +8,7 @@ from scipy import special
 
 import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
-from nki_workbench import nki
-from nki_workbench._src.sim.isa_rules import ActivationRangeWarning
+from nki_workbench import ActivationRangeWarning, nki
 
 RNG = np.random.default_rng(11)
 

@@ -287,6 +287,24 @@ def test_tensor_reduce_mask_skips_elements():
                                atol=1e-5)
 
 
+@nki.jit(mode="simulation")
+def k_reduce_sub_mul(a):
+    o1 = nl.ndarray((a.shape[0], 1), dtype=a.dtype, buffer=nl.shared_hbm)
+    o2 = nl.ndarray((a.shape[0], 1), dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    nl.store(o1, nisa.tensor_reduce(np.subtract, x, axis=1, keepdims=True))
+    nl.store(o2, nisa.tensor_reduce(np.multiply, x, axis=1, keepdims=True))
+    return o1, o2
+
+
+def test_tensor_reduce_subtract_and_multiply():
+    # subtract: the first element minus the others (docs/semantics.md); multiply: the product
+    a = RNG.uniform(0.5, 1.5, (16, 40)).astype(np.float32)
+    o1, o2 = k_reduce_sub_mul(a)
+    np.testing.assert_allclose(o1, a[:, :1] - a[:, 1:].sum(axis=1, keepdims=True), atol=1e-4)
+    np.testing.assert_allclose(o2, a.prod(axis=1, keepdims=True), rtol=1e-5)
+
+
 def test_tensor_reduce_partition_axis_refused():
     @nki.jit(mode="simulation")
     def k(a):

@@ -6,8 +6,7 @@ import pytest
 
 import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
-from nki_workbench import nki
-from nki_workbench._src.sim.isa_rules import IsaHintWarning
+from nki_workbench import IsaHintWarning, nki
 
 RNG = np.random.default_rng(13)
 

@@ -1,12 +1,13 @@
-"""The compiled backend's nki.isa rules (sim/jax_isa.py) against the interpreter, the reference.
+"""The nki.isa value rules (semantics/isa_*.py) on both executors: compiled against interpreted.
 
 Every case runs one kernel in both backends, asserts the compiled run really was compiled and
 compares each output: bit-identical (0) or within the stated ulps of the output dtype at the
 output's largest magnitude, with the reason. Kernels come from the test_isa_* files (their own
 numpy references live there) plus a few here that sweep operators, dtypes and special values.
+The equality table these cases check is docs/semantics.md's nki.isa section.
 
-``nisa.activation`` is a SPECIAL instruction of the interpreter (its register variants); its
-plain form compiles (``jax_isa.COMPILED_SPECIAL``).
+``nisa.activation`` is a special instruction of the interpreter (its register variants); its
+plain form compiles (``semantics.isa_props.COMPILED_SPECIAL``).
 """
 
 import warnings
@@ -21,10 +22,10 @@ from backends import ulps as _ulps
 
 import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
-from nki_workbench import nki
+from nki_workbench import ActivationRangeWarning, IsaHintWarning, nki
+from nki_workbench._src.semantics import NUMPY, isa_alu, jax_numerics
 from nki_workbench._src.sim import jax_exec
 from nki_workbench._src.sim.interp import Program
-from nki_workbench._src.sim.isa_rules import ActivationRangeWarning, IsaHintWarning, alu_reduce
 
 pytest.importorskip("jax")
 import jax  # noqa: E402
@@ -48,9 +49,6 @@ from test_isa_copy import _copy_kernel, k_dma_t, k_dyn_dst, k_dyn_src0, k_dyn_sr
 from test_isa_matmul import _transpose_kernel, k_double_row, k_matmul, k_mm_dtype, k_tiled  # noqa: E402
 from test_isa_select import k_affine_offset, k_bounds, k_causal, k_iota, k_memset  # noqa: E402
 from test_isa_stats import k_bcast, k_bn, k_shuffle  # noqa: E402
-
-from nki_workbench._src.sim import jax_isa as JI  # noqa: E402
-from nki_workbench._src.sim.jax_rules import Unsupported  # noqa: E402
 
 BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3
 RNG = np.random.default_rng(23)
@@ -498,18 +496,21 @@ def test_left_shift_keeps_the_32_bit_pattern():
                                   .view(np.int32))
 
 
-def test_mixed_signed_uint32_bitvec_falls_back(capfd):
-    # int32 & uint32: numpy's int64 result may need 33 bits
+def test_mixed_signed_uint32_bitvec_compiles_bit_identical():
+    # int32 | uint32: both executors OR the 32-bit patterns and read the result as uint32
     def k(a, b):
         out = nl.ndarray(a.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
         nl.store(out, nisa.tensor_tensor(nl.load(a), nl.load(b), op=np.bitwise_or,
                                          dtype=nl.uint32))
         return out
-    _falls_back(k, (ints(8, 16), ints(8, 16, dtype=np.uint32)), capfd, "possibly negative")
+    a, b = ints(8, 16), ints(8, 16, dtype=np.uint32)
+    ref, out = _run_both(k, (a, b))
+    _check(ref, out, 0)
+    np.testing.assert_array_equal(out["out"], a.view(np.uint32) | b)
 
 
-def test_inexact_predicated_scalar_falls_back(capfd):
-    # 1 + 2**-11 + 2**-40 rounds up in float16, but to 1.0 through float32 (a widened tile)
+def test_predicated_scalar_is_an_fp32_immediate():
+    # 1 + 2**-11 + 2**-40 is 1 + 2**-11 as an fp32 immediate, a tie that float16 rounds to 1.0
     def k(b, p):
         out = nl.ndarray(b.shape, dtype=nl.float16, buffer=nl.shared_hbm)
         d = nisa.tensor_copy(nl.load(b), dtype=nl.float16)
@@ -517,8 +518,11 @@ def test_inexact_predicated_scalar_falls_back(capfd):
                                     predicate=nl.load(p))
         nl.store(out, d)
         return out
-    _falls_back(k, (rand(16, 8), RNG.integers(0, 2, (16, 8)).astype(np.uint8)), capfd,
-                "not exact in float16")
+    b, p = rand(16, 8), RNG.integers(0, 2, (16, 8)).astype(np.uint8)
+    ref, out = _run_both(k, (b, p))
+    _check(ref, out, 0)
+    np.testing.assert_array_equal(out["out"], np.where(p != 0, np.float16(1.0),
+                                                       b.astype(np.float16)))
 
 
 def test_shuffle_reading_outside_src_raises_the_interpreters_error():
@@ -558,14 +562,30 @@ def test_unwritten_input_reruns_the_interpreter_with_its_warnings():
     np.testing.assert_array_equal(out["out"], ref["out"])
 
 
-# ----------------------------------------------------------------------------- numpy's sums
+# ----------------------------------------------------------------------------- the one tree
+def _tree_reference(row):
+    """The documented order (docs/semantics.md), element by element in Python float32."""
+    v = [np.float32(t) for t in row]
+    if not v:
+        return np.float32(0)
+    p = 1 << (len(v) - 1).bit_length()
+    v += [np.float32(-0.0)] * (p - len(v))
+    while len(v) > 1:
+        h = len(v) // 2
+        v = [np.float32(v[i] + v[i + h]) for i in range(h)]
+    return v[0]
+
+
 @pytest.mark.parametrize("n", [1, 3, 7, 8, 9, 15, 16, 17, 127, 128, 129, 200, 255, 256, 257,
                                1000, 1024, 4099])
-def test_np_sum_pairwise_is_numpys_add_reduce(n):
+def test_sum_is_the_documented_tree_on_both_executors(n):
     x = (RNG.standard_normal((6, n)) * 10.0 ** RNG.uniform(-4, 4, (6, n))).astype(np.float32)
     x[0] = -0.0
-    got = jax.jit(lambda v, z: JI.np_sum(v, z))(x, np.int32(0))
-    assert np.asarray(got).tobytes() == np.add.reduce(x, axis=-1).tobytes()
+    got = jax.jit(lambda v, z: jax_numerics(z).sum(v, 1))(x, np.int32(0))
+    ref = NUMPY.sum(x, 1)
+    assert np.asarray(got).tobytes() == ref.tobytes()
+    with np.errstate(all="ignore"):
+        assert ref.tobytes() == np.array([_tree_reference(r) for r in x]).tobytes()
 
 
 @pytest.mark.parametrize("shape, axes", [((16, 5, 12), (1,)), ((16, 5, 12), (2,)),
@@ -573,27 +593,34 @@ def test_np_sum_pairwise_is_numpys_add_reduce(n):
                                          ((8, 3, 4, 20), (1, 3)), ((8, 3, 4, 20), (2,)),
                                          ((128, 40), (0,)), ((128, 1), (0,)),
                                          ((4, 1, 300), (2,)), ((4, 300, 1), (1,))])
-def test_alu_reduce_add_sums_in_numpys_order(shape, axes):
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "maximum"])
+def test_alu_reduce_is_bit_identical_across_executors(shape, axes, op):
     x = (RNG.standard_normal(shape) * 10.0 ** RNG.uniform(-4, 4, shape)).astype(np.float32)
-    got = jax.jit(lambda v, z: JI.alu_reduce("add", v, axes, None, z))(x, np.int32(0))
-    assert np.asarray(got).tobytes() == alu_reduce("add", x, axes).tobytes()
+    if op == "multiply":
+        x = RNG.uniform(0.5, 2.0, shape).astype(np.float32)
+    got = jax.jit(lambda v, z: isa_alu.alu_reduce(jax_numerics(z), op, v, axes))(x, np.int32(0))
+    with np.errstate(all="ignore"):
+        ref = isa_alu.alu_reduce(NUMPY, op, x, axes)
+    assert np.asarray(got).tobytes() == np.asarray(ref).tobytes()
 
 
-def test_alu_integer_semantics_and_refusals():
-    z = jnp.int32(0)
+def test_alu_integer_semantics():
+    PJ = jax_numerics(jnp.int32(0))
     a = jnp.asarray(np.array([-7, 2**31 - 1, -2**31, 5], np.int32))
     u = jnp.asarray(np.array([0xFFFFFFFF, 3, 2**31, 0], np.uint32))
     shifts = jnp.asarray(np.array([0, 31, 32, -1], np.int32))
-    np.testing.assert_array_equal(  # the logical shift's pattern, read as int32
-        JI.alu("right_shift", a, shifts, z),
-        ((np.asarray(a).astype(np.int64) & 0xFFFFFFFF) >> [0, 31, 64, 64]).astype(np.uint32)
-        .view(np.int32))
-    np.testing.assert_array_equal(JI.alu("left_shift", u, shifts, z),
-                                  (np.asarray(u, np.int64) << [0, 31, 64, 64]) & 0xFFFFFFFF)
-    np.testing.assert_array_equal(JI.alu("invert", u, None, z), ~np.asarray(u))
-    np.testing.assert_array_equal(JI.alu("bitwise_and", u, jnp.int32(0xFF), z, sb=0xFF),
-                                  np.asarray(u) & 0xFF)
-    np.testing.assert_array_equal(JI.alu("add", a, a, z, exact_int=True),
-                                  (np.asarray(a, np.int64) * 2).astype(np.int32))
-    with pytest.raises(Unsupported, match="possibly negative"):
-        JI.alu("bitwise_and", u, a, z)
+    for P, (x, y, c) in ((PJ, (a, u, shifts)), (NUMPY, (np.asarray(a), np.asarray(u),
+                                                         np.asarray(shifts)))):
+        np.testing.assert_array_equal(  # the logical shift's pattern, read as int32
+            isa_alu.alu(P, "right_shift", x, c),
+            ((np.asarray(a).astype(np.int64) & 0xFFFFFFFF) >> [0, 31, 64, 64]).astype(np.uint32)
+            .view(np.int32))
+        np.testing.assert_array_equal(isa_alu.alu(P, "left_shift", y, c),
+                                      (np.asarray(u, np.int64) << [0, 31, 64, 64]) & 0xFFFFFFFF)
+        np.testing.assert_array_equal(isa_alu.alu(P, "invert", y), ~np.asarray(u))
+        np.testing.assert_array_equal(isa_alu.alu(P, "bitwise_and", y, np.int32(0xFF)),
+                                      np.asarray(u) & 0xFF)
+        np.testing.assert_array_equal(isa_alu.alu(P, "add", x, x, exact_int=True),
+                                      (np.asarray(a, np.int64) * 2).astype(np.int32))
+        np.testing.assert_array_equal(isa_alu.alu(P, "bitwise_and", y, x),  # mixed: uint32
+                                      np.asarray(u) & np.asarray(a).view(np.uint32))

@@ -4,7 +4,7 @@ A table (:data:`SEMANTICS`) maps a kind to ``fn(group, arrivals, attrs) -> {rank
 ``group`` is the replica group (global ranks, in group order), ``arrivals[rank].vals`` the
 member's source values (one array per source, storage dtype), and ``results`` one array per
 destination, or ``None`` where the destination is left untouched (a permute target nobody sends
-to). Reductions run with the engines' numerics (:func:`~..sim.rules.binary`: fp32 arithmetic,
+to). Reductions run with the engines' numerics (:meth:`~..semantics.Numerics.alu`: fp32 arithmetic,
 raw bits for bitwise ops), in group order; the interpreter then rounds to the instruction's
 ``dtype`` and the destination's dtype.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import NkiError
-from ..sim.rules import binary
+from ..semantics import NUMPY
 
 __all__ = ["SEMANTICS", "compute"]
 
@@ -37,7 +37,7 @@ def _reduce(group, arrivals, op):
     for j in range(n_src):
         acc = np.array(arrivals[group[0]].vals[j])
         for m in group[1:]:
-            acc = binary(op, acc, arrivals[m].vals[j])
+            acc = NUMPY.alu(op, acc, arrivals[m].vals[j])
         out.append(np.asarray(acc))
     return out
 

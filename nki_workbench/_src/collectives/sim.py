@@ -22,10 +22,10 @@ import numpy as np
 from ..errors import NkiError
 from ..ir import Access
 from ..ir import expr as E
+from ..semantics import NUMPY
 from ..sim import interp
 from ..sim.access import CompiledAccess
 from ..sim.interp import SimParams
-from ..sim.rules import binary
 from .kinds import OPCODE_KIND
 from .world import Arrival, World
 
@@ -112,7 +112,7 @@ def _factory(program, inst):
                 old, ok = program._read(st, ca, sel, loc, (), {})
                 if ok is not None:
                     program._uninit(st, inst, [ok], loc)
-                r = binary(op, old, r.reshape(old.shape))
+                r = NUMPY.alu(op, old, r.reshape(old.shape))
             program._write(st, ca, decl, r, dtype, None, sel, binds, loc, (), {})
     return run
 

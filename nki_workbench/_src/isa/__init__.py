@@ -1,7 +1,7 @@
 """The implementation of ``nki.isa``.
 
 The implementation of ``nki.isa``: every NeuronCore instruction traces into one IR
-instruction carrying its engine; numerics live in :mod:`..sim.isa_rules`.
+instruction carrying its engine; numerics live in :mod:`..semantics` (``isa_*.py``).
 """
 
 from ..ir.opcodes import register as _register
@@ -96,8 +96,6 @@ OPCODES = {
 }
 for _name, (_eng, _fam, _doc) in OPCODES.items():
     _register(_name, _eng, _fam, _doc)
-
-from ..sim import isa_rules as _isa_rules  # noqa: E402,F401  (registers the numerics)
 
 __all__ = [
     "activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats",

@@ -3,8 +3,8 @@
 Steps:
   1. ``Program(kernel)`` compiles the statement tree once into closures: each access into a
      :class:`~.access.CompiledAccess` (basic-slice fast path), each instruction into a runner
-     that reads inputs, applies the numpy rule from :mod:`.rules`, rounds to the result dtype
-     and writes (with mask, accumulation, and initialisation tracking).
+     that reads inputs, applies the opcode's value rule (:mod:`..semantics`, numpy numerics),
+     rounds to the result dtype and writes (with mask, accumulation, and initialisation tracking).
   2. ``Program.run(inputs, params)`` allocates buffers, runs every SPMD program of the grid
      (concurrently as threads when the kernel has collectives), and returns the outputs.
 
@@ -35,8 +35,10 @@ from ..errors import (
     UninitializedReadWarning,
     warn,
 )
-from ..ir import OPCODES, Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
+from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
+from ..semantics import NUMPY, VALUE_RULES, Ex
+from ..semantics.registry import props
 from .access import CompiledAccess
 from .memory import LOW_FLOATS as _LOW_FLOATS
 from .memory import Buf
@@ -44,7 +46,6 @@ from .memory import decode_const as _decode_const
 from .memory import poison as _poison
 from .memory import storage as _storage
 from .memory import tune_malloc as _tune_malloc
-from .rules import RULES, Ex, binary, f32
 from .spmd import Collective as _Collective
 
 __all__ = ["SimParams", "Program", "Buf", "SPECIAL"]
@@ -244,11 +245,9 @@ class Program:
         special = SPECIAL.get(inst.op)
         if special is not None:
             return self._observed(inst, special(self, inst))
-        try:
-            fn = RULES[inst.op]
-        except KeyError:
-            raise NkiError(None, f"the simulator has no rule for opcode '{inst.op}'",
-                           inst.loc) from None
+        fn = VALUE_RULES.get(inst.op)
+        if fn is None:
+            raise NkiError(None, f"the simulator has no rule for opcode '{inst.op}'", inst.loc)
         loc = inst.loc
         ins = [self._operand(o, loc) for o in inst.ins]
         outs = [(CompiledAccess(o, self.decls[o.tensor].shape, loc), self.decls[o.tensor])
@@ -260,9 +259,8 @@ class Program:
         mask = inst.mask
         in_affine = tuple(v for v, _ in affine_vars)
         outer_sets = dict(affine_vars)
-        lanewise = inst.op in _LANEWISE or (
-            inst.op in OPCODES and OPCODES[inst.op].family in ("unary", "binary", "fill")
-            and inst.op not in _CROSS_LANE)
+        info = props(inst.op)
+        lanewise = info is not None and info.lanewise
         reader = self
         rowwise = _rowwise(inst) or _partitionwise(inst)
         # why: a tile created by this instruction is dead when the instruction runs again (it is
@@ -309,14 +307,11 @@ class Program:
                         prev.data.dtype == np.float32 and prev.data.base is None and \
                         not any(prev.data is v for v in vals):
                     ex.out = prev.data
-            result = fn(ex)
+            result = fn(NUMPY, ex)
             if not outs:
                 return
-            results = result if isinstance(result, tuple) else (result,)
-            for (ca, decl), res in zip(outs, results, strict=False):
-                if res is None:
-                    continue
-                out_sel = ex.out_sel if ex.out_sel is not None else sel
+            for k, res, out_sel in ex.results(result, sel, len(outs)):
+                ca, decl = outs[k]
                 if binds and any(res is v for v in vals):
                     res = np.array(res)  # why: a new tile must not alias its source buffer
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
@@ -431,7 +426,7 @@ class Program:
             if buf.init is not None:
                 prev = ca.read(buf.init, st.env, st.dyn)
                 ok = prev if ok is None else (np.broadcast_to(ok, prev.shape) & prev)
-            res = binary(acc_mode, old, res)
+            res = NUMPY.alu(acc_mode, old, res)
         if res.dtype != buf.data.dtype:
             res = D.from_f32(res, decl.dtype) if res.dtype == np.float32 else D.cast(res,
                                                                                     decl.dtype)
@@ -508,13 +503,13 @@ class Program:
             value, ok = self._read(st, src, None, inst.loc, (), {})
             if ok is not None:
                 self._uninit(st, inst, [ok], inst.loc)
-            value = f32(value)
+            value = NUMPY.f32(value)
             arrs = ca.index_arrays(st.env, st.dyn)
             sel = np.ones(ca.grid, dtype=bool) if mask is None else np.broadcast_to(
                 np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool), ca.grid)
             ca.check_bounds(arrs, sel)
             idx = tuple(a[sel] for a in arrs)
-            acc = f32(buf.data).copy()
+            acc = NUMPY.f32(buf.data).copy()
             # why: np.add.at serialises duplicate indices, like the hardware's atomic updates
             np.add.at(acc, idx, np.broadcast_to(value.reshape(ca.shape), ca.grid)[sel])
             buf.writable()[...] = D.cast(acc, decl.dtype) if acc.dtype != buf.data.dtype else acc
@@ -531,7 +526,7 @@ class Program:
 
         def run(st):
             value, ok = reader._read(st, src, None, loc, (), {})
-            value = f32(value)
+            value = NUMPY.f32(value)
             if ok is not None:
                 reader._uninit(st, inst, [ok], loc)
             if st.collective is None:
@@ -641,27 +636,14 @@ class Program:
                 f(st)
 
 
-# lane-by-lane ops: a result element depends only on the same element of each input, so
-# "never written" propagates to it instead of being reported (reported when it is observed)
-_LANEWISE = {"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"}
-_CROSS_LANE = {"load_transpose2d", "atomic_rmw"}
-
-
-# ops whose output partition p reads more than input partition p (TensorE, cross-partition GpSimd,
-# transposing DMAs): an unwritten input element there is reported, not propagated
-_CROSS_PARTITION = {"matmul", "transpose", "nc_matmul", "nc_transpose", "tensor_partition_reduce",
-                    "nc_stream_shuffle", "local_gather", "load_transpose2d", "dma_transpose",
-                    "all_reduce", "atomic_rmw", "device_print", "iota", "sequence_bounds"}
-
-
 def _partitionwise(inst):
     """Taint rule of Vector/Scalar/GpSimd ops that stay within a partition (e.g. bn_stats).
 
     Output partition ``p`` is marked unwritten when any element the op read in input partition
     ``p`` was unwritten — exact for partition-local ops, conservative along the free axes.
     """
-    info = OPCODES.get(inst.op)
-    if info is None or inst.op in _CROSS_PARTITION or \
+    info = props(inst.op)
+    if info is None or info.cross_partition or \
             (inst.attr("engine") or info.engine) not in ("vector", "scalar", "gpsimd"):
         return None
 
@@ -697,8 +679,8 @@ def _read_and_written(body, decls):
 def _rowwise(inst):
     """Taint rule of ops that combine elements only within a partition's free axes."""
     axes = inst.attr("axis")
-    if axes is None or inst.op not in ("sum", "prod", "max", "min", "mean", "all", "var",
-                                       "softmax", "rms_norm"):
+    info = props(inst.op)
+    if axes is None or info is None or not info.rowwise:
         return None
     axes = tuple(axes)
     keep = bool(inst.attr("keepdims", False)) or inst.op in ("softmax", "rms_norm")
@@ -749,3 +731,4 @@ def _zero(dtype):
 
 SPECIAL["atomic_rmw"] = Program._atomic_rmw
 SPECIAL["all_reduce"] = Program._all_reduce
+from . import isa_exec as _isa_exec  # noqa: E402,F401,I001  (the nki.isa executor specials)

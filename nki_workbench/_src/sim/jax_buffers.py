@@ -14,8 +14,8 @@ import numpy as np
 from jax import lax
 
 from .. import dtypes as D
+from ..semantics import Unsupported, jax_numerics
 from .interp import _decode_const, _poison
-from .jax_rules import Unsupported, cast, from_f32, storage
 
 __all__ = ["Buffers"]
 
@@ -88,8 +88,10 @@ class Buffers:
     # -- blocks of outputs proven written whole, assembled once instead of updated in place
     def _pend(self, ja, decl, res, ok) -> bool:
 
-        if res.dtype != storage(decl.dtype):
-            res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)
+        P = jax_numerics()
+        if res.dtype != P.storage(decl.dtype):
+            res = P.from_f32(res, decl.dtype) if res.dtype == np.float32 else \
+                P.cast(res, decl.dtype)
         piece = ja.static_block(res, self)
         if piece is None:
             return False

@@ -8,8 +8,9 @@ a CUDA jaxlib is installed: ``pip install "jax[cuda12]==0.10.2"``; ``jax.devices
 How the IR maps onto JAX:
 
 * Tensors are arrays in the interpreter's storage dtypes (bf16 / fp8 are the same ml_dtypes
-  types); every instruction widens to float32, runs the rule of :mod:`.jax_rules` and rounds to
-  its result dtype, then to the destination dtype, at the same points as the interpreter.
+  types); every instruction widens to float32, runs the opcode's value rule
+  (:mod:`..semantics`) on JAX values and rounds to its result dtype, then to the destination
+  dtype, at the same points as the interpreter.
   ``acc="add"`` (PSUM accumulation) adds in float32 into the float32 buffer.
 * ``affine_range`` loops whose iterations the IR proves independent run as one batched
   computation (``jax.vmap``, :mod:`.jax_vector`): outer tensors are cut into per-iteration
@@ -53,23 +54,23 @@ from .. import dtypes as D
 from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
+from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
 from .interp import (
     Program,
     SimParams,
     _read_and_written,
 )
-from .jax_buffers import Buffers
-from .jax_rules import (
-    ROWWISE_OPS,
+from .jax_access import (
     JaxAccess,
-    Unsupported,
     fit,
     is_traced,
     lanewise,
+    rowwise,
     taint_lanes,
     taint_rows,
     xp,
 )
+from .jax_buffers import Buffers
 from .jax_static import (
     checked_inputs,
     fully_written_outputs,
@@ -374,7 +375,6 @@ class _Lower(Buffers):
     def inst(self, inst: Inst, binds: bool):
         import jax.numpy as jnp
 
-        from .jax_rules import JAX_RULES, JEx
         loc = inst.loc
         sel = self._mask(inst)
         vals, taints = [], []
@@ -392,10 +392,9 @@ class _Lower(Buffers):
             if self.uninit_error:
                 for t in taints:
                     self.bad(~jnp.all(t))
-            rowwise = ROWWISE_OPS.get(inst.op) if inst.attr("axis") is not None else None
             if lanewise(inst) and outs:
                 out_ok = taint_lanes(taints, out_shapes[0])
-            elif rowwise is not None and outs:
+            elif rowwise(inst) and outs:
                 out_ok = taint_rows(inst, taints, out_shapes[0])
             else:
                 for t in taints:
@@ -403,36 +402,41 @@ class _Lower(Buffers):
         if self.reducing and _root_name(inst.outs[0].tensor, self.decls) in self.reducing:
             self.partials.append((inst, vals))  # why: summed over the loop after it (jax_vector)
             return
-        ex = JEx(inst, vals, None if sel is None else jnp.asarray(sel), out_shapes, self.zero)
-        result = JAX_RULES[inst.op](ex)
+        ex = Ex(inst, vals, None if sel is None else jnp.asarray(sel), None, out_shapes)
+        result = self.rule(inst.op)(self.P, ex)
         if not outs:
             return
-        results = result if isinstance(result, tuple) else (result,)
-        for (ja, decl), res in zip(outs, results, strict=False):
-            if res is None:
-                continue
-            out_sel = ex.out_sel if ex.out_sel is not None else sel
+        for k, res, out_sel in ex.results(result, sel, len(outs)):
+            ja, decl = outs[k]
             self.write(ja, decl, res, inst.attr("dtype"), inst.attr("acc"), out_sel, binds,
                        out_ok)
+
+    @staticmethod
+    def rule(op):
+        """The value rule of opcode ``op`` (:data:`VALUE_RULES`)."""
+        fn = VALUE_RULES.get(op)
+        if fn is None:
+            raise Unsupported(f"no JAX rule for opcode '{op}'")
+        return fn
 
     def _all_reduce(self, inst):
         import jax.numpy as jnp
 
-        from .jax_rules import to_f32
         v, ok = self.read(inst.ins[0], None, inst.loc)
         if ok is not None:
             self.bad(~jnp.all(ok))
         out = inst.outs[0]
-        self.write(self.jacc(out, inst.loc), self.decls[out.tensor], to_f32(v),
+        self.write(self.jacc(out, inst.loc), self.decls[out.tensor], self.P.f32(v),
                    inst.attr("dtype"), None, None, True)
 
     def write(self, ja, decl, res, res_dtype, acc_mode, sel, binds, ok=None):
         import jax.numpy as jnp
 
-        from .jax_rules import binary, cast, from_f32, opaque, storage
+        P = self.P
+        cast, from_f32, storage = P.cast, P.from_f32, P.storage
         res = jnp.asarray(res)
         if res.dtype == np.float32:
-            res = opaque(res, self.zero)  # why: each instruction rounds on its own (no FMA)
+            res = P.fence(res)  # why: each instruction rounds on its own (no FMA)
         if res_dtype is not None and res.dtype != storage(res_dtype):
             res = from_f32(res, res_dtype) if res.dtype == np.float32 else cast(res, res_dtype)
         ca = ja.ca
@@ -457,7 +461,7 @@ class _Lower(Buffers):
             if init is not None:
                 prev, _ = ja.read(init, self)
                 ok = prev if ok is None else (jnp.broadcast_to(ok, prev.shape) & prev)
-            res = binary(acc_mode, old, res, self.zero)
+            res = P.alu(acc_mode, old, res)
         if res.dtype != data.dtype:
             res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)
         if ok is not None and init is None:
@@ -500,6 +504,7 @@ class _Lower(Buffers):
         import jax.numpy as jnp
         k = self.k
         self.cvals, self.zero, self.uninit_error = cvals, zero, uninit_error
+        self.P = jax_numerics(zero)  # why: fences OR with this run-time zero (no FMA through)
         self.races, self.tracked = races, tracked(k) if races else frozenset()
         self.bufs = {p.name: [x, None, self._new_stamp(p)]
                      for p, x in zip(k.params, inputs, strict=True)}
@@ -580,7 +585,6 @@ def _unsupported(what):
 
 
 def _unsupported_cls():
-    from .jax_rules import Unsupported
     return Unsupported
 
 

@@ -101,8 +101,8 @@ def _covers(shape, writes, pids) -> bool:
 # ----------------------------------------------------------------------------- run modes
 def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
     """Why this kernel/params pair runs in the interpreter (``None``: it compiles)."""
-    from .jax_isa import COMPILED_SPECIAL
-    from .jax_rules import JAX_RULES  # why: jax_rules imports jax; jax_exec loads it lazily
+    from ..semantics import VALUE_RULES
+    from ..semantics.registry import COMPILED_SPECIAL, INTERPRETER_ONLY
     if params.shuffle_affine:
         return "SimParams(shuffle_affine=True)"
     grid = int(np.prod(kernel.grid)) if kernel.grid else 1
@@ -110,7 +110,10 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
         if inst.op == "all_reduce":
             if kernel.attr("has_collectives") and grid > 1:
                 return "collective 'all_reduce' across programs"
-        elif (inst.op in SPECIAL and inst.op not in COMPILED_SPECIAL) or inst.op not in JAX_RULES:
+        elif inst.op in INTERPRETER_ONLY:
+            return f"opcode '{inst.op}' runs only in the interpreter: {INTERPRETER_ONLY[inst.op]}"
+        elif (inst.op in SPECIAL and inst.op not in COMPILED_SPECIAL) or \
+                inst.op not in VALUE_RULES:
             return f"no JAX rule for opcode '{inst.op}'"
     return None
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..ir import Access, Alloc, Inst, Loop, Scalar, walk_stmts
 from ..ir import expr as E
-from .jax_rules import lanewise
+from .jax_access import lanewise
 
 __all__ = ["Blocking", "VectorPlan", "vector_plan", "vectorise", "contract_partials"]
 
@@ -278,8 +278,9 @@ def contract_partials(inst, x, y):
     import jax.numpy as jnp
     from jax import lax
 
-    from .jax_rules import f32
-    x, y = f32(x), f32(y)
+    from ..semantics import jax_numerics
+    P = jax_numerics()
+    x, y = P.f32(x), P.f32(y)
     # why: nc_matmul(stationary, moving) is stationary.T @ moving, matmul(transpose_x=True) too
     lhs_k = 1 if inst.op == "nc_matmul" or inst.attr("transpose_x") else 2
     # why: full fp32 products and sums everywhere, as the per-tile rule (no TF32 on GPUs)

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ..errors import NkiError
-from .rules import binary
+from ..semantics import NUMPY
 
 __all__ = ["Collective"]
 
@@ -42,7 +42,7 @@ class Collective:
             order = sorted(group)  # why: a fixed reduction order gives reproducible rounding
             res = self.slots[order[0]].copy()
             for q in order[1:]:
-                res = binary(op, res, self.slots[q])
+                res = NUMPY.alu(op, res, self.slots[q])
             self.barrier.wait()
             with self.lock:
                 self.slots.pop(pid, None)

@@ -1,0 +1,47 @@
+"""Per-opcode properties of the ``nki.isa`` instructions that the executors need.
+
+The opcode registry (:mod:`.registry`) reads these; nothing here computes a value.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INTERPRETER_ONLY", "EXECUTOR_SPECIAL", "COMPILED_SPECIAL", "CROSS_PARTITION",
+           "VALID_RANGE"]
+
+INTERPRETER_ONLY = {
+    "activation_reduce": "reduce_res reads the ScalarE accumulator registers (interpreter state)",
+    "tensor_scalar_reduce": "two destinations (the data and reduce_res)",
+    "range_select": "the VectorE accumulator registers (reduce_cmd) and a second destination",
+    "select_reduce": "the VectorE accumulator registers (reduce_cmd) and a second destination",
+    "nc_match_replace8": "two destinations; a value absent from the data warns (data-dependent)",
+    "nc_find_index8": "a value absent from the data warns (data-dependent)",
+    "local_gather": "an index outside the partition raises (data-dependent)",
+    "dma_copy": "indirect run-time indices, oob_mode and dst_rmw_op scatter (moves memory only)",
+    "builtin_custom_op": "runs a registered Python reference on host arrays",
+}
+"""nki.isa opcodes only the interpreter runs, with the reason (the compiled backend hands a
+kernel using one to the interpreter)."""
+
+EXECUTOR_SPECIAL = {
+    "dma_copy": "an indirect copy / scatter-add: memory movement (sim/isa_exec.py)",
+    "builtin_custom_op": "calls the registered Python reference (sim/isa_exec.py)",
+}
+"""nki.isa opcodes without a value rule: the interpreter runs them itself."""
+
+COMPILED_SPECIAL = frozenset({"activation"})
+"""Opcodes the interpreter runs through a special path (registers) that the compiled backend
+lowers through their value rule (its register variants fall back at lowering)."""
+
+CROSS_PARTITION = frozenset({"nc_matmul", "nc_transpose", "tensor_partition_reduce",
+                             "nc_stream_shuffle", "local_gather", "dma_transpose", "iota",
+                             "sequence_bounds"})
+"""nki.isa opcodes whose output partition reads more than the same input partition."""
+
+
+def _valid_range():
+    from ..isa.activation import VALID_RANGE as table
+    return table
+
+
+VALID_RANGE = _valid_range()
+"""Activation function -> documented valid input range ((lo, hi) or (lo, hi, "abs")), or None."""
