@@ -7,8 +7,11 @@ import threading
 
 import numpy as np
 
+from ..dispatch import kernel_launch
 from ..errors import NkiError
-from ..sim.interp import SimParams
+from ..execution import package_outputs, run
+from ..options import SimParams
+from ..runtime import bind_inputs, get_traced
 from .kinds import normalize_groups
 from .sim import RankParams
 from .world import Aborted, World
@@ -17,8 +20,7 @@ __all__ = ["simulate_ranks", "prepare_ranks"]
 
 
 def _kernel_parts(kernel, grid, target):
-    from ...nki import _split  # why: lazy, the public package imports this module
-    func, kgrid, ktarget, cache = _split(kernel)
+    func, kgrid, ktarget, cache = kernel_launch(kernel)
     if grid is not None:
         kgrid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
     return func, tuple(kgrid), target or ktarget, cache
@@ -41,7 +43,6 @@ def prepare_ranks(kernel, rank_args, *, replica_groups=None, grid=None, target=N
     Returns:
         ``(func, grid, groups, per_rank)`` with ``per_rank[r] = (traced, args, kwargs)``.
     """
-    from ..runtime import get_traced
     func, grid, target, cache = _kernel_parts(kernel, grid, target)
     if not isinstance(rank_args, (list, tuple)) or not rank_args:
         raise TypeError("simulate_ranks: rank_args must be a non-empty list with one argument "
@@ -93,7 +94,6 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
     Example:
         >>> outs = nki_workbench.simulate_ranks(tp_kernel, [(x, w[r]) for r in range(4)])
     """
-    from ..runtime import _inputs, _program, package_outputs
     func, grid, groups, per_rank = prepare_ranks(kernel, rank_args,
                                                  replica_groups=replica_groups, grid=grid,
                                                  target=target)
@@ -107,10 +107,11 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
     def worker(r):
         traced, args, kwargs = per_rank[r]
         try:
-            arrays = _inputs(traced, func, args, kwargs)
+            arrays = bind_inputs(traced, func, args, kwargs)
             k = traced.kernel
             inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
-            outs = _program(traced).run(inputs, RankParams(**base, world=world, rank=r))
+            # why: no simulation hooks, one rank's kernel cannot re-run alone (collectives)
+            outs = run(traced, inputs, RankParams(**base, world=world, rank=r), hooks=False)
             results[r] = package_outputs(k, outs, arrays)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
             errors[r] = exc

@@ -5,7 +5,7 @@ the instruction's mask), hand them to the rank's :class:`~.world.World`, and wri
 back into the destinations (reduce-into-destination kinds combine with the old value first).
 
 Which rank a program belongs to travels in the simulation parameters: :class:`RankParams` is a
-:class:`~..sim.interp.SimParams` with the rank's ``world`` and ``rank`` (``Program.run`` hands
+:class:`~..options.SimParams` with the rank's ``world`` and ``rank`` (``Program.run`` hands
 its params to every program's state as ``state.params``). Under plain ``SimParams`` (e.g.
 ``nki.simulate_kernel``) a kernel is one rank in a world of one: collectives over the group
 ``[0]`` return the rank's own data, and replica groups naming other ranks are an error that
@@ -22,9 +22,9 @@ import numpy as np
 from ..errors import NkiError
 from ..ir import Access
 from ..ir import expr as E
+from ..options import SimParams
 from ..sim import interp
 from ..sim.access import CompiledAccess
-from ..sim.interp import SimParams
 from ..sim.rules import binary
 from .kinds import OPCODE_KIND
 from .world import Arrival, World
