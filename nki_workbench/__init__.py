@@ -63,6 +63,10 @@ __all__ += ["load_ipython_extension", "unload_ipython_extension", "compare", "ex
 def load_ipython_extension(ipython):
     """``%load_ext nki_workbench``: the ``%%nki`` magic and the ``neuronxcc.nki`` alias."""
     from .notebook.magics import load
+    try:
+        compat.install()
+    except RuntimeError:  # why: a real neuronxcc is installed; the magic still works without it
+        pass
     load(ipython)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .._src.errors import NkiError
 from . import mime, plots
-from ._args import kernel_function
+from .arguments import kernel_function
 
 __all__ = ["Trial", "Explorer", "explore", "serve"]
 

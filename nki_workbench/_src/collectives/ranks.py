@@ -14,9 +14,10 @@ from ..options import SimParams
 from ..runtime import bind_inputs, get_traced
 from .kinds import normalize_groups
 from .sim import RankParams
+from .timing import timelines_of_ranks
 from .world import Aborted, World
 
-__all__ = ["simulate_ranks", "prepare_ranks"]
+__all__ = ["simulate_ranks", "prepare_ranks", "rank_timelines"]
 
 
 def _kernel_parts(kernel, grid, target):
@@ -133,3 +134,24 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
         raise first
     world.check_finished()
     return results
+
+
+def rank_timelines(kernel, rank_args, *, replica_groups=None, grid=None, target=None,
+                   cores=None) -> list:
+    """Estimated per-rank timelines of a collective kernel, with ranks in lock-step.
+
+    Args:
+        kernel: an ``@nki.jit`` kernel or a kernel function.
+        rank_args: one argument tuple per rank (as for :func:`simulate_ranks`).
+        replica_groups: the launch topology's groups (default: all ranks).
+        grid: SPMD launch grid (default: the kernel's).
+        target: hardware target (default: the kernel's).
+        cores: physical cores per rank (default as :func:`~..sim.timing.timeline`).
+
+    Returns:
+        list of :class:`~..sim.timing.Timeline`, one per rank; collective events sit on the
+        ``CC`` row, and ``event.issue_ns`` is when the rank arrived at the collective.
+    """
+    _, grid, groups, per_rank = prepare_ranks(kernel, rank_args, replica_groups=replica_groups,
+                                              grid=grid, target=target)
+    return timelines_of_ranks(per_rank, groups, target=target, cores=cores)

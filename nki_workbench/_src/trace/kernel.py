@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .. import tree as T
-from ..errors import NkiError, _short
+from ..errors import NkiError, short_path
 from ..hw import get_target
 from ..ir import Kernel
 from . import context as C
@@ -262,7 +262,7 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
 def definition_location(func) -> str | None:
     """``file:line`` of a kernel function's definition (``None`` for non-Python callables)."""
     code = getattr(func, "__code__", None)
-    return f"{_short(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
+    return f"{short_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
 
 
 def _tile_as_output(ctx, t):
