@@ -13,11 +13,11 @@ import contextlib
 import dataclasses
 import io
 import warnings
-from collections import OrderedDict
 
 import numpy as np
 
 from . import dtypes as D
+from .caching import LRU
 from .encode import CACHE_SIZE, build_backend_config, decode_backend_config, encode_backend_config
 from .errors import NkiError
 from .ir import Kernel, parse
@@ -36,15 +36,8 @@ check the backend_config round trip of every kernel the suite simulates."""
 PROGRAM_CACHE_SIZE = 256
 """Kernels whose compiled :class:`Program` is kept (least recently used are dropped)."""
 
-_PROGRAMS: OrderedDict = OrderedDict()  # id(kernel) -> (kernel, Program)
-_PARSED: OrderedDict = OrderedDict()  # serialize_ir_string -> Program (a config's kernel)
-
-
-def _remember(cache: OrderedDict, key, value, size: int):
-    cache[key] = value
-    while len(cache) > size:
-        cache.popitem(last=False)
-    return value
+_PROGRAMS = LRU(PROGRAM_CACHE_SIZE)  # id(kernel) -> (kernel, Program)
+_PARSED = LRU(CACHE_SIZE)  # serialize_ir_string -> Program (a config's kernel)
 
 
 def program_for(kernel: Kernel | Traced) -> Program:
@@ -54,11 +47,10 @@ def program_for(kernel: Kernel | Traced) -> Program:
     another kernel while its entry lives.
     """
     k = kernel.kernel if isinstance(kernel, Traced) else kernel
-    hit = _PROGRAMS.get(id(k))
+    hit = _PROGRAMS.lookup(id(k))
     if hit is not None and hit[0] is k:
-        _PROGRAMS.move_to_end(id(k))
         return hit[1]
-    return _remember(_PROGRAMS, id(k), (k, Program(k)), PROGRAM_CACHE_SIZE)[1]
+    return _PROGRAMS.store(id(k), (k, Program(k)))[1]
 
 
 def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
@@ -105,11 +97,8 @@ def package_outputs(kernel, outs: dict, arrays):
 
 
 def _program_of(text: str) -> Program:
-    prog = _PARSED.get(text)
-    if prog is None:
-        return _remember(_PARSED, text, Program(parse(text)), CACHE_SIZE)
-    _PARSED.move_to_end(text)
-    return prog
+    prog = _PARSED.lookup(text)
+    return prog if prog is not None else _PARSED.store(text, Program(parse(text)))
 
 
 def simulate_backend_config(s, *arrays, params=None, backend=None):

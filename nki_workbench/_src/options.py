@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["SimParams", "BACKENDS", "legacy_backend"]
+__all__ = ["SimParams", "BACKENDS", "legacy_backend", "legacy_target"]
 
 BACKENDS = ("numpy", "jax")
 
@@ -69,3 +69,21 @@ def legacy_backend(params: SimParams | None, backend: str | None, api: str,
     warnings.warn(f"{api}({keyword}=...) is deprecated; pass params=SimParams(backend="
                   f"{backend!r})", DeprecationWarning, stacklevel=stacklevel)
     return dataclasses.replace(params or SimParams(), backend=backend)
+
+
+def legacy_target(platform_target: str | None, target: str | None, api: str,
+                  stacklevel: int = 3) -> str | None:
+    """``platform_target``, or the deprecated ``target=`` keyword's value (with a warning).
+
+    ``platform_target=`` is the one spelling of the target in every public function.
+
+    Raises:
+        TypeError: both keywords given.
+    """
+    if target is None:
+        return platform_target
+    if platform_target is not None:
+        raise TypeError(f"{api}() got both platform_target= and its deprecated spelling target=")
+    warnings.warn(f"{api}(target=...) is deprecated; pass platform_target={target!r}",
+                  DeprecationWarning, stacklevel=stacklevel)
+    return target

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["tune_malloc", "malloc_tuning_requested", "TUNE_MALLOC_ENV"]
+__all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV"]
 
 TUNE_MALLOC_ENV = "NKI_WORKBENCH_TUNE_MALLOC"
 _STATE = {"requested": False, "applied": False}
@@ -19,6 +19,11 @@ def malloc_tuning_requested() -> bool:
     """Whether :func:`tune_malloc` was called or ``NKI_WORKBENCH_TUNE_MALLOC`` asks for it."""
     return _STATE["requested"] or os.environ.get(TUNE_MALLOC_ENV, "").strip() in ("1", "true",
                                                                                    "yes")
+
+
+def malloc_tuning_applied() -> bool:
+    """Whether this process's glibc allocator was tuned (by :func:`tune_malloc`)."""
+    return _STATE["applied"]
 
 
 def tune_malloc(enable: bool = True) -> bool:

@@ -40,6 +40,7 @@ import numpy as np
 
 from . import dtypes as D
 from .alloc.passes import trace_kernel
+from .caching import lru_get, lru_put
 from .encode import (
     check_grid,
     hardware_target,
@@ -65,14 +66,17 @@ class NoNeuronDeviceWarning(NkiWarning):
 
 
 def get_traced(func, args, kwargs, *, grid=(), target=None, cache=None) -> Traced:
-    """Trace ``func`` for these arguments, reusing ``cache[key]`` when given."""
+    """Trace ``func`` for these arguments, reusing ``cache[key]`` when given.
+
+    ``cache`` (a kernel object's own dict) keeps the most recently used traces, at most
+    ``caching.DEFAULT_SIZE`` specialisations.
+    """
     if cache is None:
         return trace_kernel(func, args, kwargs, grid=grid, target=target)
     key = specialisation_key(func, args, kwargs, grid=grid, target=target)
-    traced = cache.get(key)
+    traced = lru_get(cache, key)
     if traced is None:
-        traced = trace_kernel(func, args, kwargs, grid=grid, target=target)
-        cache[key] = traced
+        traced = lru_put(cache, key, trace_kernel(func, args, kwargs, grid=grid, target=target))
     return traced
 
 

@@ -19,14 +19,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "nki_workbench"
 # belongs to the layer of the longest entry that names it or one of its packages (entries in
 # EXACT name only themselves).
 LAYERS = (
-    ("base", ("_src", "_src.errors", "_src.dtypes", "_src.tree", "_src.platform", "_src.options")),
+    ("base", ("_src", "_src.errors", "_src.dtypes", "_src.tree", "_src.platform", "_src.options",
+              "_src.caching")),
     ("hw", ("_src.hw", "_src.hw.targets", "_src.hw.cost_targets")),
     ("ir", ("_src.ir",)),
     ("trace", ("_src.trace",)),
     ("front ends", ("_src.lang", "_src.isa", "_src.alloc.spec", "_src.alloc.kernel_opts",
                     "_src.collectives.kinds", "_src.collectives.trace")),
     ("passes", ("_src.alloc",)),
-    ("semantics", ("_src.semantics",)),
+    ("semantics", ("_src.semantics", "_src.machine")),
     ("executors + cost", ("_src.sim", "_src.hw.cost", "_src.collectives.semantics",
                           "_src.collectives.sim", "_src.collectives.world",
                           "_src.collectives.timing")),

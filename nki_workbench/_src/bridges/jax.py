@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..caching import LRU
 from ..dispatch import GenericKernel, register_mode
 from ..encode import (
     CACHE_SIZE,
@@ -151,7 +152,7 @@ class JAXKernel(FrameworkKernel):
 
 
 # ----------------------------------------------------------------------------- nki_call / vjp
-_KERNELS: dict = {}  # (func, grid, opts) -> JAXKernel made by nki_call
+_KERNELS = LRU()  # (func, grid, opts) -> JAXKernel made by nki_call (bounded)
 
 
 def _kernel_of(kernel, grid, kwargs) -> JAXKernel:
@@ -169,9 +170,9 @@ def _kernel_of(kernel, grid, kwargs) -> JAXKernel:
     opts.update(kwargs)
     grid = tuple(grid or ())
     key = (func, grid, tuple(sorted(opts.items())))
-    k = _KERNELS.get(key)
+    k = _KERNELS.lookup(key)
     if k is None:
-        k = _KERNELS[key] = JAXKernel(func, grid=grid, **opts)
+        k = _KERNELS.store(key, JAXKernel(func, grid=grid, **opts))
     return k
 
 
