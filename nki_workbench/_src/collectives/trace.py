@@ -30,7 +30,7 @@ def tensor_list(x, api: str, arg: str) -> list:
         if not isinstance(t, NkiTensor):
             raise NkiError("wb_collective_operands", f"{api}: {arg}[{i}] must be an NKI tensor "
                            f"(HBM or SBUF), got {type(t).__name__}", user_location())
-        if t._is_index_tensor:
+        if t.is_index_tensor:
             raise NkiError("wb_collective_operands", f"{api}: {arg}[{i}] is an index "
                            "expression, not a tensor", user_location(),
                            "materialise indices with nisa.iota first")

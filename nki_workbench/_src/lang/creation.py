@@ -98,7 +98,7 @@ def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
                        user_location(), "declare it with nl.ndarray, then t[...] = value")
     ctx = C.require("nl.full")
     t = ndarray(shape, dtype, buffer=buffer, name=name or ctx.assigned_name())
-    t._fresh = True
+    t.mark_fresh()
     M.emit("memset", [t], [fill_value], attrs={"dtype": D.name_of(t.dtype)}, api="nl.full")
     return t
 

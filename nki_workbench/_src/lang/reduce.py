@@ -112,7 +112,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     outer = ctx.blocks[depth]
     from ..errors import user_location as loc
     outer.append(Alloc(decl))
-    outer.append(Inst("memset", (acc._access(),), (M.operand(ident, "loop_reduce", "init"),),
+    outer.append(Inst("memset", (acc.access(),), (M.operand(ident, "loop_reduce", "init"),),
                       (("dtype", D.name_of(dt)),), None, loc()))
     ctx.note_write(decl.name, loc())
     # why: an associative accumulation (like PSUM +=): acc = op(acc, x) through the acc mode,

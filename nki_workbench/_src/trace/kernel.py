@@ -79,6 +79,7 @@ def flatten_args(func, args, kwargs, hook=None):
     except TypeError as exc:
         raise NkiError(None, f"cannot call kernel '{func.__name__}': {exc}") from None
     bound.apply_defaults()
+
     def is_tensor(x):
         return is_tensor_like(x, hook)
 

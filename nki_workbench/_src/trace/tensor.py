@@ -84,6 +84,34 @@ class NkiTensor:
         """IR name of the underlying tensor."""
         return self._name
 
+    # read-only face for the front ends (nl, nisa, collectives): no reach-ins to the slots
+    @property
+    def decl(self):
+        """The IR declaration (:class:`~nki_workbench.ir.TensorDecl`) of the tensor viewed."""
+        return self._decl
+
+    @property
+    def index(self):
+        """One index expression per declared dimension, or ``None`` for the whole tensor."""
+        return self._index
+
+    @property
+    def is_index_tensor(self) -> bool:
+        """Whether this is an index expression (``nl.arange`` grid), not data."""
+        return self._is_index_tensor
+
+    def access(self) -> Access:
+        """The IR :class:`~nki_workbench.ir.Access` this view reads or writes."""
+        return self._access()
+
+    def check_live(self, api: str) -> None:
+        """Raise if the tensor may not be used here (other trace, out of scope, fused away)."""
+        self._check_live(api)
+
+    def mark_fresh(self) -> None:
+        """Mark a just-created result tile that an assignment may write straight into."""
+        self._fresh = True
+
     def __repr__(self):
         d = self._decl
         view = "" if self._index is None else " view"
