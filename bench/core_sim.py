@@ -14,6 +14,7 @@ import time
 import ml_dtypes
 import numpy as np
 
+import nki_workbench
 import nki_workbench.nki.language as nl
 from nki_workbench import nki
 
@@ -82,6 +83,7 @@ def loop_kernel(n):
 
 
 def main():
+    nki_workbench.tune_malloc()  # why: benchmarks measure the tuned heap (opt-in)
     rng = np.random.default_rng(0)
     rows = []
     a = rng.standard_normal((1024, 1024)).astype(BF16)

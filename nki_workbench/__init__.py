@@ -7,24 +7,29 @@ Public face (re-exports only):
 * ``nki_workbench.ir`` — the IR: node types, ``print_kernel`` and ``parse``
 * ``nki_workbench.inspect(kernel, *args)`` — an :class:`Inspection` (outputs, backend_config, IR)
 * ``decode_backend_config`` / ``simulate_backend_config`` — read and run a custom call's config
+* ``SimParams(backend="numpy" | "jax", ...)`` — how to simulate (the one spelling of the backend)
+* ``tune_malloc()`` — opt into glibc heap tuning for faster simulation (process-wide, so only
+  when asked)
 """
 
 from . import compat, ir, nki
-from ._src.encode import decode_backend_config, simulate_backend_config
+from ._src.encode import decode_backend_config
 from ._src.errors import (
                           LoopCarriedDependencyWarning,
                           NkiError,
                           NkiWarning,
                           UninitializedReadWarning,
 )
+from ._src.execution import simulate_backend_config
 from ._src.inspection import Inspection, inspect
-from ._src.sim.interp import SimParams
+from ._src.options import SimParams
+from ._src.platform import tune_malloc
 
 __version__ = "0.1.0"
 
 __all__ = ["nki", "compat", "ir", "NkiError", "NkiWarning", "UninitializedReadWarning",
            "LoopCarriedDependencyWarning", "SimParams", "inspect", "Inspection",
-           "decode_backend_config", "simulate_backend_config", "__version__"]
+           "decode_backend_config", "simulate_backend_config", "tune_malloc", "__version__"]
 
 from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collectives)
 
@@ -37,12 +42,36 @@ __all__ += ["ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError"]
 
 
 # --- notebook layer (lazy: ipywidgets/matplotlib load on first use) --------------------------
+def _inspection_mimebundle(self, include=None, exclude=None):
+    # why: the html and JSON views (and their imports) live in the notebook layer
+    from .notebook.mime import mimebundle
+    return mimebundle(self, include, exclude)
+
+
+def _inspection_widget(self, **kwargs):
+    """The Inspector widget: an ipywidgets ``Tab`` over this Inspection.
+
+    Tabs: Summary | Config | IR | SBUF | PSUM | Timeline | HLO; keyword arguments go to
+    :class:`nki_workbench.notebook.inspector.Inspector`.
+    """
+    from .notebook.inspector import Inspector
+    return Inspector(self, **kwargs)
+
+
+# why: Inspection sits below the notebook layer; its rich views are installed from above
+Inspection._repr_mimebundle_ = _inspection_mimebundle
+Inspection.widget = _inspection_widget
+
 __all__ += ["load_ipython_extension", "unload_ipython_extension", "compare", "explore"]
 
 
 def load_ipython_extension(ipython):
     """``%load_ext nki_workbench``: the ``%%nki`` magic and the ``neuronxcc.nki`` alias."""
     from .notebook.magics import load
+    try:
+        compat.install()
+    except RuntimeError:  # why: a real neuronxcc is installed; the magic still works without it
+        pass
     load(ipython)
 
 

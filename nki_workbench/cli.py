@@ -64,7 +64,7 @@ def _kernel(module, name: str | None):
 
 
 def _arguments(module, kernel, opts) -> tuple:
-    from .notebook import _args
+    from .notebook import arguments as _args
     text = opts.shapes or getattr(module, "SHAPES", None)
     if text is None:
         raise CliError("give the kernel's tensor arguments with --shapes, e.g. "
@@ -79,7 +79,7 @@ def _arguments(module, kernel, opts) -> tuple:
 
 
 def _grid(text):
-    from .notebook import _args
+    from .notebook import arguments as _args
     try:
         return _args.parse_grid(text)
     except _args.ArgError as exc:
@@ -128,7 +128,7 @@ def cmd_report(opts) -> int:
 
 def cmd_explore(opts) -> int:
     """``explore``: serve the panel explorer (blocks)."""
-    from .notebook import _args
+    from .notebook import arguments as _args
     from .notebook.explorer import Explorer, serve
     module = load_kernel_file(opts.file)
     name, kernel = _kernel(module, opts.kernel)

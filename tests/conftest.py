@@ -8,10 +8,14 @@ alone (``simulate_backend_config``), which must give byte-identical outputs.
 
 import pytest
 
-from nki_workbench._src.encode import config_round_trip_hook
+import nki_workbench
+from nki_workbench._src.execution import SIM_HOOKS, config_round_trip_hook
 from nki_workbench._src.ir import parse, print_kernel
-from nki_workbench._src.runtime import SIM_HOOKS
 from nki_workbench._src.trace.kernel import TRACE_HOOKS
+
+# why: the suite simulates thousands of tiles; like bench/, it opts into the glibc heap tuning
+# that the package never applies by default (a process-wide side effect)
+nki_workbench.tune_malloc()
 
 ROUND_TRIPPED: list = []
 

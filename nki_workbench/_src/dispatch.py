@@ -26,26 +26,30 @@ not depend on instance state). ``compute_mode`` returns whatever class the map h
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass
 
-from .encode import FRAMEWORK_CLASSES, FrameworkKernel
+from .encode import FRAMEWORK_CLASSES, FrameworkKernel, check_grid, hardware_target
 from .errors import NkiError
 from .runtime import (
     BaremetalKernel,
     BenchmarkKernel,
+    NumpyKernel,
     ProfileKernel,
     SimulateKernel,
     get_traced,
     run_traced,
 )
+from .trace import context as C
+from .tree import leaves
 
 __all__ = ["GenericKernel", "jit", "compute_mode", "MODES", "JAXKernel", "PyTorchXLAKernel",
-           "register_mode", "BRIDGE_MODULES"]
+           "register_mode", "BRIDGE_MODULES", "KernelParts", "kernel_parts", "kernel_launch",
+           "bridge_module"]
 
 MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation")
 
@@ -95,32 +99,25 @@ def register_mode(mode: str, cls: type) -> None:
         FRAMEWORK_CLASSES.append(cls)
 
 
+def bridge_module(mode: str):
+    """The bridge module of a framework mode, imported on first use (``None``: not built)."""
+    name = BRIDGE_MODULES[mode]
+    if importlib.util.find_spec(name.rsplit(".", 1)[0]) is None:
+        return None
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
+
+
 def _mode_class(mode: str) -> type:
     cls = _native_mode_map[mode]
-    if issubclass(cls, _BridgeSlot) and importlib.util.find_spec(
-            BRIDGE_MODULES[mode].rsplit(".", 1)[0]) is not None:
-        try:
-            importlib.import_module(BRIDGE_MODULES[mode])
-        except ModuleNotFoundError as exc:
-            if exc.name != BRIDGE_MODULES[mode]:
-                raise
+    if issubclass(cls, _BridgeSlot):
+        bridge_module(mode)  # why: importing the bridge registers its class
         cls = _native_mode_map[mode]
     return cls
-
-
-def _leaves(x, out):
-    if isinstance(x, dict):
-        for v in x.values():
-            _leaves(v, out)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _leaves(v, out)
-    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-        for f in dataclasses.fields(x):
-            _leaves(getattr(x, f.name), out)
-    else:
-        out.append(x)
-    return out
 
 
 def _root_module(x) -> str:
@@ -165,7 +162,7 @@ def compute_mode(args, kwargs, mode):
             raise ValueError(f"'{mode}' passed to nki.jit is not a valid mode; choose one of "
                              f"{', '.join(MODES)}")
         return _mode_class(mode)
-    for x in _leaves((tuple(args), dict(kwargs)), []):
+    for x in leaves((tuple(args), dict(kwargs))):
         root = _root_module(x)
         for module, test, chosen in _AUTO_RULES:
             if root == module and test(x):
@@ -181,7 +178,7 @@ def _off_neuron_policy(args, kwargs, cls):
     tracer. Here a call with jax values then goes to JAXKernel, whose CPU/GPU lowering runs
     the kernel in the simulator inside the JAX program.
     """
-    for x in _leaves((tuple(args), dict(kwargs)), []):
+    for x in leaves((tuple(args), dict(kwargs))):
         if _root_module(x) in ("jax", "jaxlib"):
             return _mode_class("jax")
     return cls
@@ -226,9 +223,13 @@ class GenericKernel:
         k._cache, k._kernels = self._cache, self._kernels
         return k
 
+    @property
+    def trace_cache(self) -> dict:
+        """The traces of this kernel, by specialisation key (shared by ``k[grid]`` copies)."""
+        return self._cache
+
     def trace(self, *args, **kwargs):
         """The traced kernel (:class:`~nki_workbench._src.trace.kernel.Traced`) for these args."""
-        from .encode import check_grid, hardware_target
         target = hardware_target(self.platform_target) if self.platform_target else None
         grid = check_grid(self.grid, self.platform_target or "trn1")
         return get_traced(self.func, args, kwargs, grid=grid, target=target, cache=self._cache)
@@ -248,7 +249,6 @@ class GenericKernel:
         return kernel
 
     def __call__(self, *args, **kwargs):
-        from .trace import context as C
         if C.current() is not None:
             if self.grid:
                 raise NkiError("err_nested_kernel_with_spmd_grid",
@@ -328,3 +328,60 @@ def profile(func=None, **kwargs):
     ``overwrite`` (False), ``profile_nth`` (1), ``additional_compile_opt``, ``platform_target``.
     """
     return _numpy_kernel(ProfileKernel, func, kwargs)
+
+
+# ----------------------------------------------------------------------------- kernel-like values
+@dataclass(frozen=True)
+class KernelParts:
+    """What a kernel-like value stands for.
+
+    Attributes:
+        func: the Python kernel function.
+        grid: the launch grid (``()`` = one program).
+        options: the options that specialise a trace (``platform_target``,
+            ``additional_compile_opt``... as the kernel object holds them).
+        platform_target: the target the kernel asks for (``None``: the default), including
+            ``NEURON_PLATFORM_TARGET_OVERRIDE`` for ``nki.jit`` kernels.
+        cache: the kernel object's trace cache (``None`` for a plain function).
+    """
+
+    func: object
+    grid: tuple
+    options: dict
+    platform_target: str | None
+    cache: dict | None
+
+
+def kernel_parts(kernel) -> KernelParts:
+    """Split any kernel-like value (``@nki.jit`` kernel, numpy-mode kernel or function).
+
+    The one place that knows the kernel classes' fields; ``inspect``, ``simulate_kernel``,
+    ``trace_kernel`` and ``simulate_ranks`` all use it.
+
+    Raises:
+        TypeError: ``kernel`` is not callable.
+    """
+    if isinstance(kernel, GenericKernel):
+        return KernelParts(kernel.func, kernel.grid, dict(kernel.kwargs), kernel.platform_target,
+                           kernel.trace_cache)
+    if isinstance(kernel, NumpyKernel):
+        opts = {n: kernel.options[n] for n in ("platform_target", "additional_compile_opt")
+                if kernel.options.get(n)}
+        return KernelParts(kernel.func, kernel.grid, opts, kernel.options["platform_target"],
+                           kernel.trace_cache)
+    if callable(kernel):
+        return KernelParts(kernel, (), {}, None, None)
+    raise TypeError(f"expected an NKI kernel (a function or @nki.jit kernel), got {kernel!r}")
+
+
+def kernel_launch(kernel) -> tuple:
+    """``(func, grid, hardware target or None, trace cache or None)`` for simulating ``kernel``.
+
+    The grid is checked against the kernel's platform target (``wb_...`` errors).
+    """
+    p = kernel_parts(kernel)
+    if p.cache is None:
+        return p.func, (), None, None
+    grid = check_grid(p.grid, p.platform_target or "trn1")
+    target = hardware_target(p.platform_target) if p.platform_target else None
+    return p.func, grid, target, p.cache

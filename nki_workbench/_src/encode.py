@@ -7,8 +7,9 @@ once per specialisation (cached per instance on the attribute
 ``backend_config`` is ``base64(json.dumps(cfg))`` with exactly the keys of :data:`CONFIG_KEYS`.
 
 The config is self-contained: :func:`decode_backend_config` reads it back (JSON only, nothing is
-executed) and :func:`simulate_backend_config` rebuilds the kernel from ``serialize_ir_string``
-alone and simulates it — the "compiler backend re-reads the config" round trip.
+executed); ``execution.simulate_backend_config`` (one layer up: this module never executes)
+rebuilds the kernel from ``serialize_ir_string`` alone and simulates it — the "compiler backend
+re-reads the config" round trip.
 
 Platform target: the ``platform_target`` option, else ``NEURON_PLATFORM_TARGET_OVERRIDE``, else
 the EC2 instance type; on a miss it warns ``Unable to read MLA target. Assuming cross compile to
@@ -32,16 +33,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes as D
+from . import tree as T
+from .alloc.passes import trace_kernel
 from .errors import NkiError
-from .ir import Inst, Kernel, Loop, parse, print_kernel
-from .trace.kernel import TensorSpec, Traced, trace_kernel
+from .ir import Inst, Kernel, Loop, print_kernel
+from .trace.kernel import TensorSpec, Traced
 
 __all__ = ["KERNEL_VERSION", "CONFIG_KEYS", "PLATFORM_TARGETS", "FALLBACK_WARNING", "CompileOpts",
            "DeclTensor", "DumpedConfig", "FrameworkKernel", "UnifiedKernel",
            "LegacyFrameworkKernel", "matmul_mac_count", "build_backend_config",
-           "encode_backend_config", "decode_backend_config", "simulate_backend_config",
-           "resolve_platform_target", "hardware_target", "check_grid", "FRAMEWORK_CLASSES",
-           "config_round_trip_hook"]
+           "encode_backend_config", "decode_backend_config", "resolve_platform_target",
+           "hardware_target", "check_grid", "FRAMEWORK_CLASSES", "CACHE_SIZE"]
 
 KERNEL_VERSION = 1
 """Version of the backend_config layout; bumped whenever a key's meaning changes."""
@@ -321,56 +323,6 @@ def decode_backend_config(s) -> dict:
     return cfg
 
 
-_PARSED: OrderedDict = OrderedDict()  # serialize_ir_string -> Program (the config's kernel)
-
-
-def _program_of(text: str):
-    from .sim.interp import Program
-    prog = _PARSED.get(text)
-    if prog is None:
-        prog = Program(parse(text))
-        _PARSED[text] = prog
-        while len(_PARSED) > CACHE_SIZE:
-            _PARSED.popitem(last=False)
-    else:
-        _PARSED.move_to_end(text)
-    return prog
-
-
-def simulate_backend_config(s, *arrays, params=None, backend=None):
-    """Rebuild a kernel from its backend_config alone and simulate it on numpy arrays.
-
-    The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``.
-
-    Args:
-        s: the base64 backend_config.
-        *arrays: one numpy array per kernel tensor parameter, in parameter order (the
-            config's ``serialize_dims["inputs"]``).
-        params: optional :class:`~nki_workbench.SimParams`.
-        backend: the simulator, ``"numpy"`` or ``"jax"`` (``None``: as
-            ``NKI_WORKBENCH_SIM_BACKEND`` says, default numpy).
-
-    Returns:
-        What simulating the traced kernel returns: the output array, a tuple/list of them, or
-        ``None`` for a legacy kernel (whose output arrays are then written in place).
-    """
-    from . import runtime
-    cfg = decode_backend_config(s)
-    prog = _program_of(cfg["serialize_ir_string"])
-    k = prog.kernel
-    if len(arrays) != len(k.params):
-        names = ", ".join(d.name for d in k.params)
-        raise NkiError(None, f"kernel '{cfg['func_name']}' takes {len(k.params)} tensors "
-                       f"({names}); simulate_backend_config got {len(arrays)} arrays")
-    bad = [d.name for d, a in zip(k.params, arrays, strict=True) if not isinstance(a, np.ndarray)]
-    if bad:
-        raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
-                       f"for {', '.join(bad)}")
-    outs = prog.run({d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
-                    backend=backend)
-    return runtime.package_outputs(k, outs, arrays)
-
-
 # ----------------------------------------------------------------------------- FrameworkKernel
 @dataclass(frozen=True)
 class DeclTensor(TensorSpec):
@@ -454,17 +406,12 @@ def _neuron_dtype(dtype):
                        hint="cast inputs to an NKI dtype, e.g. a.astype(np.float32)") from None
 
 
-def _freeze(v):
+def freeze_argument(v):
     """A hashable stand-in of a mapped argument for the specialisation key."""
     if isinstance(v, TensorSpec):
         return ("tensor", tuple(v.shape), D.name_of(v.dtype))
-    if isinstance(v, dict):
-        return ("dict", tuple((k, _freeze(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
-        return (type(v).__qualname__, tuple(_freeze(x) for x in v))
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return (type(v).__qualname__,
-                tuple((f.name, _freeze(getattr(v, f.name))) for f in dataclasses.fields(v)))
+    if T.is_container(v):
+        return (type(v).__qualname__, tuple((k, freeze_argument(x)) for k, x in T.children(v)))
     try:
         hash(v)
     except TypeError:
@@ -522,26 +469,21 @@ class FrameworkKernel:
     def _get_platform_target(self) -> tuple[str, bool]:
         return resolve_platform_target(self.opts.platform_target)
 
-    def _map_value(self, v):
+    def _is_tensor(self, v) -> bool:
+        return isinstance(v, (TensorSpec, np.ndarray)) or self.is_framework_tensor(v)
+
+    def _tensor_of(self, v) -> DeclTensor:
         if isinstance(v, DeclTensor):
             return v
         if isinstance(v, (TensorSpec, np.ndarray)):
             return DeclTensor(tuple(int(s) for s in v.shape), _neuron_dtype(v.dtype))
-        if self.is_framework_tensor(v):
-            shape, dtype = self.map_framework_tensor(v)
-            return DeclTensor(tuple(int(s) for s in shape),
-                              _neuron_dtype(self.translate_to_neuron_dtype(dtype)))
-        if isinstance(v, dict):
-            return type(v)((k, self._map_value(x)) for k, x in v.items())
-        if isinstance(v, (list, tuple)):
-            items = [self._map_value(x) for x in v]
-            if isinstance(v, list):
-                return items
-            return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            return dataclasses.replace(v, **{f.name: self._map_value(getattr(v, f.name))
-                                             for f in dataclasses.fields(v) if f.init})
-        return v
+        shape, dtype = self.map_framework_tensor(v)
+        return DeclTensor(tuple(int(s) for s in shape),
+                          _neuron_dtype(self.translate_to_neuron_dtype(dtype)))
+
+    def _map_value(self, v):
+        """``v`` with every tensor replaced by a :class:`DeclTensor` (through containers)."""
+        return T.map_leaves(self._tensor_of, v, self._is_tensor)
 
     def _map_args(self, boundargs: inspect.BoundArguments) -> inspect.BoundArguments:
         """A copy of the bound arguments with every tensor replaced by a :class:`DeclTensor`."""
@@ -556,7 +498,7 @@ class FrameworkKernel:
         Per argument its (shape, dtype) or hashable value, then the grid, the options and the
         platform target with ``platform_target_is_fallback``.
         """
-        args = tuple((name, _freeze(v)) for name, v in boundargs.arguments.items())
+        args = tuple((name, freeze_argument(v)) for name, v in boundargs.arguments.items())
         return (self.func_name, args, self.grid, self.opts, self.platform_target,
                 self.platform_target_is_fallback)
 
@@ -668,12 +610,20 @@ class LegacyFrameworkKernel(UnifiedKernel):
     returns values is rejected: use :class:`UnifiedKernel` (or the bridges) for those.
     """
 
-    def _map_value(self, v):
-        if (not isinstance(v, (np.ndarray, TensorSpec, np.generic, type)) and hasattr(v, "shape")
-                and hasattr(v, "dtype") and not hasattr(v, "__array__")):
+    @staticmethod
+    def _is_legacy_tensor(v) -> bool:
+        # why: legacy framework kernels take any array-like with shape and dtype (not numpy)
+        return (not isinstance(v, (np.ndarray, TensorSpec, np.generic, type))
+                and hasattr(v, "shape") and hasattr(v, "dtype") and not hasattr(v, "__array__"))
+
+    def _is_tensor(self, v) -> bool:
+        return self._is_legacy_tensor(v) or super()._is_tensor(v)
+
+    def _tensor_of(self, v) -> DeclTensor:
+        if self._is_legacy_tensor(v):
             return DeclTensor(tuple(int(s) for s in v.shape),
                               _neuron_dtype(self.translate_to_neuron_dtype(v.dtype)))
-        return super()._map_value(v)
+        return super()._tensor_of(v)
 
     def dump_config_with_boundargs(self, boundargs):
         """As the base, checking that the kernel writes its outputs into its arguments."""
@@ -683,39 +633,3 @@ class LegacyFrameworkKernel(UnifiedKernel):
                            "LegacyFrameworkKernel takes kernels that write output arguments",
                            hint="use the kernel through nki.jit, or UnifiedKernel")
         return out
-
-
-_ROUND_TRIPPED: set = set()
-
-
-def config_round_trip_hook(traced: Traced, inputs: dict, params, outputs: dict,
-                           backend: str | None = None) -> None:
-    """Check that the backend_config alone reproduces a simulation (a ``runtime.SIM_HOOKS`` entry).
-
-    For each distinct kernel (first simulation only) the config is built, decoded, parsed and
-    simulated on copies of the same inputs, by the same simulator backend; every output must be
-    byte-identical. Warnings and
-    ``device_print`` output of the second run are suppressed. Raises ``AssertionError``.
-    """
-    import contextlib
-    import io
-    k = traced.kernel
-    if k in _ROUND_TRIPPED:
-        return
-    _ROUND_TRIPPED.add(k)
-    s = encode_backend_config(build_backend_config(traced, platform_target=k.target))
-    arrays = [np.array(inputs[d.name], copy=True) for d in k.params]
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        back = simulate_backend_config(s, *arrays, params=params, backend=backend)
-    if traced.returns == "none":
-        index = {d.name: i for i, d in enumerate(k.params)}
-        back = [arrays[index[n]] for n in k.outputs]
-    elif traced.returns == "single":
-        back = [back]
-    for name, got in zip(k.outputs, back, strict=True):
-        want = np.asarray(outputs[name])
-        want = D.cast(want, got.dtype) if want.dtype != got.dtype else want
-        if got.shape != want.shape or got.tobytes() != want.tobytes():
-            raise AssertionError(f"backend_config round trip of kernel '{k.name}' changed "
-                                 f"output '{name}'")

@@ -14,7 +14,7 @@ import warnings
 
 __all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
-           "user_location", "user_frame", "warn"]
+           "user_location", "user_frame", "warn", "short_path"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # why: the bundled example kernels live in the package but are user code to the tracer
@@ -99,7 +99,7 @@ def user_location(skip_pkg: bool = True) -> str | None:
         fname = frame.f_code.co_filename
         inside = skip_pkg and is_internal(fname)
         if not inside and "<frozen" not in fname:
-            return f"{_short(fname)}:{frame.f_lineno}"
+            return f"{short_path(fname)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
 
@@ -112,7 +112,8 @@ def user_frame():
     return frame
 
 
-def _short(fname: str) -> str:
+def short_path(fname: str) -> str:
+    """A source path as IR locations show it: the file and its parent directory."""
     # why: absolute temp paths make IR text machine-specific; keep the base name and parent.
     parts = fname.replace("\\", "/").split("/")
     return "/".join(parts[-2:]) if len(parts) > 1 else fname

@@ -1,56 +1,40 @@
 """``nki_workbench.inspect(kernel, *args) -> Inspection``: everything the views show about one call.
 
-An :class:`Inspection` is a plain object first: the simulated outputs, the backend_config (the
-base64 string and its decoded dict), the IR (text and nodes), the operand/output aliases, and
-slots that other parts of the workbench fill:
+An :class:`Inspection` is a plain object: the simulated outputs, the backend_config (the base64
+string and its decoded dict), the IR (text and nodes), the operand/output aliases, and explicit
+properties over the models below it, each computed on first access and kept:
 
-* ``register_slot(name, fn)``: ``inspection.<name>`` is computed on first access as
-  ``fn(inspection)`` and kept (``memory`` and ``timeline`` always exist and are ``None`` until a
-  provider is registered; the memory and time models register theirs).
-* ``register_custom_call(framework, fn)``: ``inspection.custom_call("jax" | "torchxla")`` returns
-  ``fn(inspection)``, the custom-call text the bridge emits.
-* ``register_summary_line(fn)``: ``fn(inspection) -> str | None`` adds a line to the text summary.
+* ``memory`` / ``sbuf`` / ``psum``: SBUF/PSUM occupancy (the allocation pass's data), with ns
+  live ranges from the timeline;
+* ``timeline`` and its views ``latency_us``, ``plot_timeline``, ``to_perfetto``, ``roofline``,
+  ``critical_path``, ``utilization``, ``busy_ns`` (the time model);
+* ``custom_call("jax" | "torchxla")``: the custom-call text that framework's bridge emits;
+* ``check``: the last ``nki_workbench.notebook.check`` result (``None`` until one ran).
 
-``repr()`` and ``_repr_mimebundle_`` give a short deterministic ``text/plain`` summary.
+Nothing registers into this module: it sits above the layers it reads. ``repr()`` and
+``_repr_mimebundle_`` give a short deterministic ``text/plain`` summary (HTML in the notebook).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from .alloc import occupancy
+from .dispatch import bridge_module, kernel_parts
 from .encode import DumpedConfig, UnifiedKernel, decode_backend_config, matmul_mac_count
 from .errors import NkiError
+from .execution import run
 from .ir import walk_insts
+from .ir.opcodes import OPCODES
+from .options import legacy_backend
 from .trace.kernel import TensorSpec, flatten_args
 
-__all__ = ["Inspection", "inspect", "register_slot", "register_custom_call",
-           "register_summary_line", "FRAMEWORKS"]
+__all__ = ["Inspection", "inspect", "FRAMEWORKS"]
 
 FRAMEWORKS = ("jax", "torchxla")
-
-_SLOTS: dict = {"memory": None, "timeline": None}
-_CUSTOM_CALLS: dict = {}
-_SUMMARY_LINES: list = []
-
-
-def register_slot(name: str, provider) -> None:
-    """Make ``Inspection.<name>`` computed on first access as ``provider(inspection)``."""
-    if name.startswith("_") or (name in Inspection.__dict__ and name not in _SLOTS):
-        raise ValueError(f"'{name}' is not a free Inspection attribute name")
-    _SLOTS[name] = provider
-
-
-def register_custom_call(framework: str, builder) -> None:
-    """Install the builder of ``Inspection.custom_call(framework)`` (a bridge does this)."""
-    if framework not in FRAMEWORKS:
-        raise ValueError(f"unknown framework {framework!r}; one of {', '.join(FRAMEWORKS)}")
-    _CUSTOM_CALLS[framework] = builder
-
-
-def register_summary_line(fn) -> None:
-    """Add ``fn(inspection) -> str | None`` to the text summary (in registration order)."""
-    if fn not in _SUMMARY_LINES:
-        _SUMMARY_LINES.append(fn)
+_UNSET = object()
 
 
 def _tensor_text(decl) -> str:
@@ -71,8 +55,9 @@ class Inspection:
         not_simulated: why there are no outputs (``None`` when simulated).
         backend_config: the base64 config string.
         dumped: the full :class:`~nki_workbench._src.encode.DumpedConfig`.
-        memory: SBUF/PSUM occupancy (filled by the memory model), or ``None``.
-        timeline: per-engine events (filled by the time model), or ``None``.
+        memory: SBUF/PSUM occupancy (computed on first access; assignable).
+        timeline: per-engine events of the time model (computed on first access; assignable).
+        check: the last ``notebook.check`` result, or ``None``.
     """
 
     def __init__(self, dumped: DumpedConfig, outputs=None, not_simulated: str | None = None):
@@ -86,8 +71,10 @@ class Inspection:
         self.outputs = outputs
         self.not_simulated = not_simulated
         self.inputs = None  # parameter name -> array of the simulated call (for the time model)
-        self._slot_values: dict = {}
+        self.check = None  # the last notebook.check result
         self._config = None
+        self._memory = _UNSET
+        self._timeline = _UNSET
 
     @property
     def config(self) -> dict:
@@ -116,25 +103,78 @@ class Inspection:
         """``{operand index: output index}`` of outputs that are input buffers."""
         return dict(self.dumped.operand_output_aliases)
 
-    def _slot(self, name):
-        if name not in self._slot_values:
-            provider = _SLOTS.get(name)
-            self._slot_values[name] = None if provider is None else provider(self)
-        return self._slot_values[name]
+    # ------------------------------------------------------------------ time model
+    @property
+    def timeline(self):
+        """Per-engine timeline of the call (the time model, on the call's own inputs)."""
+        if self._timeline is _UNSET:
+            # why: run-time indices time correctly only with the call's own inputs
+            from .sim.timing import timeline
+            self._timeline = timeline(self.kernel, inputs=self.inputs)
+        return self._timeline
 
-    memory = property(lambda self: self._slot("memory"),
-                      lambda self, v: self._slot_values.__setitem__("memory", v),
-                      doc="SBUF/PSUM occupancy (memory model), or None.")
-    timeline = property(lambda self: self._slot("timeline"),
-                        lambda self, v: self._slot_values.__setitem__("timeline", v),
-                        doc="Per-engine timeline (time model), or None.")
+    @timeline.setter
+    def timeline(self, value):
+        self._timeline = value
 
-    def __getattr__(self, name):
-        # why: slots registered by other modules (e.g. 'sbuf') read like attributes
-        if not name.startswith("_") and name in _SLOTS:
-            return self._slot(name)
-        raise AttributeError(f"'Inspection' object has no attribute '{name}'")
+    @property
+    def latency_us(self) -> float:
+        """Estimated latency of the call in microseconds (``timeline.latency_us``)."""
+        return self.timeline.latency_us
 
+    @property
+    def plot_timeline(self):
+        """The timeline's plot function (``timeline.plot``)."""
+        return self.timeline.plot
+
+    @property
+    def to_perfetto(self):
+        """The timeline's Perfetto exporter (``timeline.to_perfetto(path)``)."""
+        return self.timeline.to_perfetto
+
+    @property
+    def roofline(self):
+        """The timeline's roofline view (``timeline.roofline``)."""
+        return self.timeline.roofline
+
+    @property
+    def critical_path(self):
+        """The timeline's critical path (``timeline.critical_path``)."""
+        return self.timeline.critical_path
+
+    @property
+    def utilization(self):
+        """Per-engine utilisation (``timeline.utilization``)."""
+        return self.timeline.utilization
+
+    @property
+    def busy_ns(self):
+        """Per-engine busy time in ns (``timeline.busy_ns``)."""
+        return self.timeline.busy_ns
+
+    # ------------------------------------------------------------------ memory model
+    @property
+    def memory(self):
+        """SBUF/PSUM occupancy; live ranges carry ns from the timeline when it exists."""
+        if self._memory is _UNSET:
+            self._memory = _memory_with_times(self)
+        return self._memory
+
+    @memory.setter
+    def memory(self, value):
+        self._memory = value
+
+    @property
+    def sbuf(self):
+        """SBUF occupancy (``memory.sbuf``)."""
+        return self.memory.sbuf
+
+    @property
+    def psum(self):
+        """PSUM occupancy (``memory.psum``)."""
+        return self.memory.psum
+
+    # ------------------------------------------------------------------ bridges
     def custom_call(self, framework: str) -> str:
         """The custom-call text the ``framework`` bridge emits for this kernel.
 
@@ -143,14 +183,11 @@ class Inspection:
         """
         if framework not in FRAMEWORKS:
             raise ValueError(f"unknown framework {framework!r}; one of {', '.join(FRAMEWORKS)}")
-        if framework not in _CUSTOM_CALLS:
-            from .dispatch import _mode_class
-            _mode_class(framework)  # imports the bridge, which registers its builder
-        builder = _CUSTOM_CALLS.get(framework)
-        if builder is None:
+        bridge = bridge_module(framework)
+        if bridge is None:
             raise NkiError("wb_bridge_missing", f"no custom-call builder for '{framework}': the "
                            f"{framework} bridge is not available in this build")
-        return builder(self)
+        return bridge.custom_call_text(self)
 
     def summary_lines(self) -> list:
         """The lines of the text summary."""
@@ -159,7 +196,6 @@ class Inspection:
         target = self.platform_target + (" (fallback)" if self.platform_target_is_fallback
                                           else "")
         engines: dict = {}
-        from .ir.opcodes import OPCODES
         for inst in walk_insts(k.body):
             eng = OPCODES[inst.op].engine if inst.op in OPCODES else "?"
             engines[eng] = engines.get(eng, 0) + 1
@@ -177,43 +213,19 @@ class Inspection:
             lines.append("  aliases (operand -> output): " + ", ".join(
                 f"{i} -> {j}" for i, j in sorted(self.aliases.items())))
         lines.append(f"  backend_config: {len(self.backend_config)} base64 characters")
-        for fn in _SUMMARY_LINES:
-            extra = fn(self)
-            if extra:
-                lines.append("  " + extra)
+        mem = self.memory
+        if mem is not None:
+            lines.append(f"  memory: SBUF peak {mem.sbuf.peak_bytes_per_partition} / "
+                         f"{mem.sbuf.capacity_bytes} B per partition ({mem.sbuf.strategy}), PSUM "
+                         f"peak {mem.psum.peak_bytes_per_partition} / {mem.psum.capacity_bytes} B "
+                         f"({mem.psum.strategy})")
         return lines
 
     def __repr__(self):
         return "\n".join(self.summary_lines())
 
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        # why: the html and JSON views (and their imports) live in the notebook layer
-        from ..notebook.mime import mimebundle
-        return mimebundle(self, include, exclude)
-
-    def widget(self, **kwargs):
-        """The Inspector widget: an ipywidgets ``Tab`` over this Inspection.
-
-        Tabs: Summary | Config | IR | SBUF | PSUM | Timeline | HLO; keyword arguments go to
-        :class:`nki_workbench.notebook.inspector.Inspector`.
-        """
-        from ..notebook.inspector import Inspector
-        return Inspector(self, **kwargs)
-
-
-def _kernel_parts(kernel):
-    from .dispatch import GenericKernel
-    from .runtime import NumpyKernel
-    if isinstance(kernel, GenericKernel):
-        return kernel.func, kernel.grid, dict(kernel.kwargs)
-    if isinstance(kernel, NumpyKernel):
-        opts = {n: kernel.options[n] for n in ("platform_target", "additional_compile_opt")
-                if kernel.options.get(n)}
-        return kernel.func, kernel.grid, opts
-    if callable(kernel):
-        return kernel, (), {}
-    raise TypeError(f"inspect() needs an NKI kernel (a function or @nki.jit kernel), got "
-                    f"{kernel!r}")
+    # The notebook views (``_repr_mimebundle_`` and ``widget()``) live in the notebook layer,
+    # above this one: ``nki_workbench/__init__.py`` installs them on this class.
 
 
 def _to_numpy(x):
@@ -238,19 +250,24 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
         grid: launch grid (default: the kernel's).
         platform_target: target (default: the kernel's, else the environment / fallback).
         simulate: run the simulator (needs concrete arrays; placeholders skip it).
-        params: :class:`~nki_workbench.SimParams` for the simulation.
+        params: :class:`~nki_workbench.SimParams` for the simulation (``backend=`` picks the
+            simulator; with a ``progress`` observer it always interprets).
         progress: ``progress(ir_kernel)`` returning a context manager whose value is the
             simulator's observer (``observer(inst, state)`` per executed instruction), e.g.
             ``nki_workbench.notebook.progress.SimulationProgress``.
-        sim_backend: ``"numpy"`` (the interpreter), ``"jax"`` (the compiled program) or ``None``
-            (``NKI_WORKBENCH_SIM_BACKEND``); with a ``progress`` observer it always interprets.
+        sim_backend: deprecated spelling of ``params=SimParams(backend=...)``.
         **kwargs: keyword arguments of the kernel.
 
     Returns:
         Inspection
     """
-    from .runtime import SIM_HOOKS, _program
-    func, kgrid, opts = _kernel_parts(kernel)
+    params = legacy_backend(params, sim_backend, "inspect", "sim_backend")
+    try:
+        parts = kernel_parts(kernel)
+    except TypeError:
+        raise TypeError(f"inspect() needs an NKI kernel (a function or @nki.jit kernel), got "
+                        f"{kernel!r}") from None
+    func, kgrid, opts = parts.func, parts.grid, dict(parts.options)
     if grid is not None:
         kgrid = grid if isinstance(grid, tuple) else (grid,)
     if platform_target is not None:
@@ -267,12 +284,10 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
     arrays = [_to_numpy(v) for _, v in leaves]
     inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
     if progress is None:
-        outs = _program(traced).run(inputs, params, backend=sim_backend)
+        outs = run(traced, inputs, params)
     else:
         with progress(k) as observer:
-            outs = _program(traced).run(inputs, params, observer=observer)
-    for hook in SIM_HOOKS:
-        hook(traced, inputs, params, outs, sim_backend if progress is None else "numpy")
+            outs = run(traced, inputs, params, observer=observer)
     vals = [np.array(outs[n]) for n in k.outputs]
     if traced.returns == "single":
         result = vals[0]
@@ -283,19 +298,21 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
     return insp
 
 
-def _timeline(insp):
-    # why: the time model runs on the call's own inputs, so run-time indices time correctly
-    from .sim.timing import timeline
-    return timeline(insp.kernel, inputs=insp.inputs)
-
-
-# The time model's views on an Inspection (issue 8): computed on first access.
-_SLOTS["timeline"] = _timeline
-for _name, _get in {"latency_us": lambda i: i.timeline.latency_us,
-                    "plot_timeline": lambda i: i.timeline.plot,
-                    "to_perfetto": lambda i: i.timeline.to_perfetto,
-                    "roofline": lambda i: i.timeline.roofline,
-                    "critical_path": lambda i: i.timeline.critical_path,
-                    "utilization": lambda i: i.timeline.utilization,
-                    "busy_ns": lambda i: i.timeline.busy_ns}.items():
-    register_slot(_name, _get)
+def _memory_with_times(insp):
+    """Occupancy whose live ranges also carry ns, from the Inspection's timeline."""
+    occ = occupancy(insp.kernel)
+    try:
+        tl = insp.timeline
+    except ImportError:  # why: a build without the time model keeps instruction-order ranges
+        return occ
+    if tl is None:
+        return occ
+    pos = {id(inst): p for p, inst in enumerate(walk_insts(insp.kernel.body))}
+    times: dict = {}
+    for ev in tl.events:
+        p = pos.get(id(ev.inst))
+        if p is not None:
+            s, e = times.get(p, (ev.start_ns, ev.end_ns))
+            times[p] = (min(s, ev.start_ns), max(e, ev.end_ns))
+    return dataclasses.replace(occ, sbuf=occ.sbuf.with_times(times),
+                               psum=occ.psum.with_times(times))

@@ -1,8 +1,8 @@
 """The numpy execution family: run a traced kernel on numpy inputs.
 
 ``simulate(kernel_fn, args, kwargs, grid=..., target=..., params=...)`` traces (through the
-per-kernel cache), binds the concrete arrays to the kernel parameters, runs
-:class:`~.sim.interp.Program` and returns outputs the way NKI does: the returned tensors as
+per-kernel cache), binds the concrete arrays to the kernel parameters, runs them through the
+one run path (:func:`.execution.run`) and returns outputs the way NKI does: the returned tensors as
 numpy arrays (a tuple/list when the kernel returns one), or — legacy convention — writes the
 results into the numpy arrays passed as output arguments and returns ``None``.
 
@@ -15,8 +15,8 @@ The kernel classes ``nki.jit`` picks for numpy arguments (all share :class:`Nump
   ``NKI_WORKBENCH_STRICT=1`` raises the error NKI would give instead.
 * :class:`BenchmarkKernel` — latency percentiles; without a device they come from the cost model
   (``nki_workbench._src.sim.timing.estimate_latency_us``) and are marked as estimates.
-* :class:`ProfileKernel` — writes a JSON summary (and, when the time model provides
-  ``Inspection.to_perfetto``, a Perfetto trace) into ``working_directory``.
+* :class:`ProfileKernel` — writes a JSON summary (and, when the build has the time model, a
+  Perfetto trace of the static timeline) into ``working_directory``.
 
 Executing a NEFF goes through :class:`NeuronRuntime` (``libnrt`` via ctypes). No Neuron device
 was available while writing it: that path is untested here.
@@ -39,11 +39,21 @@ import warnings
 import numpy as np
 
 from . import dtypes as D
+from .alloc.passes import trace_kernel
+from .caching import lru_get, lru_put
+from .encode import (
+    check_grid,
+    hardware_target,
+    matmul_mac_count,
+    resolve_platform_target,
+    user_stacklevel,
+)
 from .errors import NkiError, NkiWarning
-from .sim.interp import Program, SimParams
-from .trace.kernel import Traced, flatten_args, trace_kernel
+from .execution import SIM_HOOKS, package_outputs, run
+from .options import SimParams, legacy_backend
+from .trace.kernel import Traced, flatten_args, specialisation_key
 
-__all__ = ["simulate", "run_traced", "get_traced", "package_outputs", "SIM_HOOKS",
+__all__ = ["simulate", "run_traced", "get_traced", "package_outputs", "SIM_HOOKS", "bind_inputs",
            "NumpyKernel", "SimulateKernel", "BaremetalKernel", "BenchmarkKernel",
            "ProfileKernel", "BenchmarkResult", "LatencyStats", "NeuronRuntime",
            "NoNeuronDeviceWarning", "write_tensorizer_ir", "compile_command", "STRICT_ENV"]
@@ -51,63 +61,27 @@ __all__ = ["simulate", "run_traced", "get_traced", "package_outputs", "SIM_HOOKS
 STRICT_ENV = "NKI_WORKBENCH_STRICT"
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
-SIM_HOOKS: list = []
-"""Callables ``fn(traced, inputs, params, outputs, backend)`` run after every simulation
-(``backend`` as ``Program.run`` took it: ``"numpy"``, ``"jax"`` or ``None`` for the
-environment's choice); tests use it to check the backend_config round trip of every kernel the
-suite simulates."""
-
-_PROGRAMS: dict = {}
-
-
 class NoNeuronDeviceWarning(NkiWarning):
     """A device mode ran in the CPU simulator because this machine has no Neuron device."""
 
 
-def _program(traced: Traced) -> Program:
-    prog = _PROGRAMS.get(id(traced))
-    if prog is None or prog.kernel is not traced.kernel:
-        prog = Program(traced.kernel)
-        _PROGRAMS[id(traced)] = prog
-    return prog
-
-
 def get_traced(func, args, kwargs, *, grid=(), target=None, cache=None) -> Traced:
-    """Trace ``func`` for these arguments, reusing ``cache[key]`` when given."""
+    """Trace ``func`` for these arguments, reusing ``cache[key]`` when given.
+
+    ``cache`` (a kernel object's own dict) keeps the most recently used traces, at most
+    ``caching.DEFAULT_SIZE`` specialisations.
+    """
     if cache is None:
         return trace_kernel(func, args, kwargs, grid=grid, target=target)
-    from .hw import get_target
-    from .trace.kernel import _constants, spec_key
-    bound, leaves = flatten_args(func, args, kwargs)
-    key = spec_key(func, leaves, _constants(bound, None), tuple(grid), get_target(target).name)
-    traced = cache.get(key)
+    key = specialisation_key(func, args, kwargs, grid=grid, target=target)
+    traced = lru_get(cache, key)
     if traced is None:
-        traced = trace_kernel(func, args, kwargs, grid=grid, target=target)
-        cache[key] = traced
+        traced = lru_put(cache, key, trace_kernel(func, args, kwargs, grid=grid, target=target))
     return traced
 
 
-def package_outputs(kernel, outs: dict, arrays):
-    """Simulator outputs in the kernel's calling convention.
-
-    Returns the single array, a tuple/list, or — legacy kernels — writes each output into the
-    matching array of ``arrays`` (parameter order) and returns ``None``.
-    """
-    returns = kernel.attr("returns", "single")
-    if returns == "none":
-        by_name = {d.name: a for d, a in zip(kernel.params, arrays, strict=True)}
-        for name in kernel.outputs:
-            dst = by_name[name]
-            dst[...] = D.cast(outs[name], dst.dtype) if dst.dtype != outs[name].dtype \
-                else outs[name]
-        return None
-    vals = [np.array(outs[n]) for n in kernel.outputs]
-    if returns == "single":
-        return vals[0]
-    return tuple(vals) if returns == "tuple" else vals
-
-
-def _inputs(traced: Traced, func, args, kwargs):
+def bind_inputs(traced: Traced, func, args, kwargs) -> list:
+    """The numpy arrays of a call, in the order of the trace's tensor parameters."""
     _, leaves = flatten_args(func, args, kwargs)
     k = traced.kernel
     if len(leaves) != len(k.params):
@@ -127,15 +101,12 @@ def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = No
                backend: str | None = None):
     """Simulate an already traced kernel on concrete arguments.
 
-    ``backend``: ``"numpy"`` (the interpreter), ``"jax"`` (the compiled program) or ``None``
-    (``NKI_WORKBENCH_SIM_BACKEND``, default numpy).
+    ``params.backend`` picks the simulator (``backend=`` is its deprecated spelling).
     """
-    arrays = _inputs(traced, func, args, kwargs)
+    params = legacy_backend(params, backend, "run_traced")
+    arrays = bind_inputs(traced, func, args, kwargs)
     k = traced.kernel
-    inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
-    outs = _program(traced).run(inputs, params, backend=backend)
-    for hook in SIM_HOOKS:
-        hook(traced, inputs, params, outs, backend)
+    outs = run(traced, {d.name: a for d, a in zip(k.params, arrays, strict=True)}, params)
     return package_outputs(k, outs, arrays)
 
 
@@ -147,8 +118,9 @@ def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, c
         The kernel's outputs as numpy arrays (``None`` for legacy output-argument kernels).
     """
     kwargs = kwargs or {}
+    params = legacy_backend(params, backend, "simulate")
     traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
-    return run_traced(traced, func, args, kwargs, params, backend)
+    return run_traced(traced, func, args, kwargs, params)
 
 
 # ----------------------------------------------------------------------------- compiler
@@ -283,6 +255,11 @@ class NumpyKernel:
         self.options = {**self.OPTIONS, **options}
         self._cache: dict = {}
 
+    @property
+    def trace_cache(self) -> dict:
+        """The traces of this kernel, by specialisation key (shared by ``k[grid]`` copies)."""
+        return self._cache
+
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
         k = type(self)(self.func, grid, **{n: self.options[n] for n in self.OPTIONS
@@ -291,12 +268,10 @@ class NumpyKernel:
         return k
 
     def _target(self, warn: bool) -> tuple[str, bool]:
-        from .encode import resolve_platform_target
         return resolve_platform_target(self.options["platform_target"], warn=warn)
 
     def trace(self, args, kwargs, *, warn: bool = False) -> tuple[Traced, str]:
         """The traced kernel and its platform target for these arguments."""
-        from .encode import check_grid, hardware_target
         target, _ = self._target(warn)
         grid = check_grid(self.grid, target)
         traced = get_traced(self.func, args, kwargs, grid=grid, target=hardware_target(target),
@@ -329,7 +304,6 @@ _warned_no_device = False
 def _no_device(kernel: NumpyKernel, what: str, compiler: bool) -> None:
     """The workbench policy on machines without Neuron hardware (one warning, or strict)."""
     global _warned_no_device
-    from .encode import user_stacklevel
     if os.environ.get(STRICT_ENV, "") not in ("", "0"):
         if not compiler:
             raise FileNotFoundError(2, "No such file or directory", "neuronx-cc")
@@ -393,7 +367,7 @@ class BaremetalKernel(NumpyKernel):
     def _device_io(self, traced, args, kwargs):
         k = traced.kernel
         decls = k.decls()
-        arrays = _inputs(traced, self.func, args, kwargs)
+        arrays = bind_inputs(traced, self.func, args, kwargs)
         inputs = {d.name: np.ascontiguousarray(D.cast(a, d.dtype)) for d, a in
                   zip(k.params, arrays, strict=True)}
         outs = {n: (decls[n].shape, D.from_name(decls[n].dtype)) for n in k.outputs}
@@ -578,33 +552,27 @@ class ProfileKernel(BaremetalKernel):
         for inst in walk_insts(k.body):
             eng = OPCODES[inst.op].engine if inst.op in OPCODES else "unknown"
             engines[eng] = engines.get(eng, 0) + 1
-        from .encode import matmul_mac_count
         summary = {"kernel": k.name, "platform_target": target, "grid": list(k.grid),
                    "profile_nth": self.options["profile_nth"], "latency_us": latency,
                    "is_estimate": estimate, "matmul_mac_count": matmul_mac_count(k),
                    "static_instructions_by_engine": dict(sorted(engines.items())),
                    "files": {r: os.path.basename(p) for r, p in files.items()
                              if r == "summary" or os.path.exists(p)}}
-        written = self._write_trace(args, kwargs, target, files["perfetto"])
+        written = self._write_trace(traced, files["perfetto"])
         if written:
             summary["files"]["perfetto"] = os.path.basename(files["perfetto"])
         with open(files["summary"], "w") as f:
             json.dump(summary, f, indent=2, sort_keys=True)
         return None
 
-    def _write_trace(self, args, kwargs, target, path) -> bool:
-        # why: the Inspection's exporter when the time model attached one, else the timeline's
-        from .inspection import inspect as _inspect
-        insp = _inspect(self.func, *args, grid=self.grid, platform_target=target,
-                        simulate=False, **kwargs)
+    def _write_trace(self, traced, path) -> bool:
+        # why: the static instruction stream's timeline (what an Inspection without a
+        # simulation shows), exported for Perfetto
         try:
-            to_perfetto = getattr(insp, "to_perfetto", None)
-            if to_perfetto is None:
-                from .sim.timing import timeline
-                to_perfetto = timeline(insp.kernel).to_perfetto
+            from .sim.timing import timeline
         except ImportError:
             warnings.warn("nki.profile: no Perfetto trace written (the time model is not "
                           "part of this build)", NkiWarning, stacklevel=3)
             return False
-        to_perfetto(path)
+        timeline(traced.kernel).to_perfetto(path)
         return True

@@ -7,31 +7,19 @@ Example:
 
 from __future__ import annotations
 
-from .._src.dispatch import GenericKernel, baremetal, benchmark, jit, profile
+from .._src.dispatch import GenericKernel, baremetal, benchmark, jit, kernel_launch, profile
 from .._src.encode import FrameworkKernel
 from .._src.errors import NkiError
-from .._src.runtime import NumpyKernel as _NumpyKernel
+from .._src.ir import print_kernel
+from .._src.options import SimParams, legacy_backend
+from .._src.runtime import get_traced
 from .._src.runtime import simulate as _simulate
-from .._src.sim.interp import SimParams
 from .._src.trace.tensor import NkiTensor as tensor
 from . import compiler, isa, language, typing  # noqa: F401  (sub-modules, as in NKI)
 
 __all__ = ["jit", "simulate_kernel", "baremetal", "benchmark", "profile", "trace",
            "trace_kernel", "tensor", "GenericKernel", "FrameworkKernel", "SimParams", "NkiError",
            "language", "isa", "compiler", "typing"]
-
-
-def _split(kernel):
-    from .._src.encode import check_grid, hardware_target
-    if isinstance(kernel, (GenericKernel, _NumpyKernel)):
-        target = kernel.platform_target if isinstance(kernel, GenericKernel) \
-            else kernel.options["platform_target"]
-        grid = check_grid(kernel.grid, target or "trn1")
-        return (kernel.func, grid, hardware_target(target) if target else None,
-                kernel._cache)
-    if callable(kernel):
-        return kernel, (), None, None
-    raise TypeError(f"expected an NKI kernel (a function or @nki.jit kernel), got {kernel!r}")
 
 
 def simulate_kernel(kernel, *args, params: SimParams | None = None, backend: str | None = None,
@@ -42,19 +30,20 @@ def simulate_kernel(kernel, *args, params: SimParams | None = None, backend: str
         kernel: an ``@nki.jit`` kernel (optionally with a grid, ``k[2, 2]``) or a plain
             kernel function.
         *args: numpy arrays for tensors, Python values for compile-time constants.
-        params: :class:`SimParams` (uninitialised-read policy, race detection, shuffling).
-        backend: ``"numpy"`` (the interpreter, default) or ``"jax"`` (the IR compiled to one
-            jitted JAX program: same results, much faster on large tiled kernels); ``None``
-            reads ``NKI_WORKBENCH_SIM_BACKEND``.
+        params: :class:`SimParams` (uninitialised-read policy, race detection, shuffling, and
+            ``backend="numpy"`` (the interpreter) or ``"jax"`` (the IR compiled to one jitted
+            JAX program: same results, much faster on large tiled kernels); ``None`` reads
+            ``NKI_WORKBENCH_SIM_BACKEND``).
+        backend: deprecated spelling of ``params=SimParams(backend=...)``.
         **kwargs: keyword arguments of the kernel.
 
     Returns:
         The kernel's outputs as numpy arrays (a tuple for several); ``None`` for legacy kernels,
         whose numpy output arguments are filled in place.
     """
-    func, grid, target, cache = _split(kernel)
-    return _simulate(func, args, kwargs, grid=grid, target=target, params=params, cache=cache,
-                     backend=backend)
+    params = legacy_backend(params, backend, "simulate_kernel")
+    func, grid, target, cache = kernel_launch(kernel)
+    return _simulate(func, args, kwargs, grid=grid, target=target, params=params, cache=cache)
 
 
 def trace_kernel(kernel, *args, **kwargs):
@@ -64,8 +53,7 @@ def trace_kernel(kernel, *args, **kwargs):
     returned object's ``text`` — this function returns a :class:`TracedIR` whose ``str`` is the
     IR text.
     """
-    func, grid, target, cache = _split(kernel)
-    from .._src.runtime import get_traced
+    func, grid, target, cache = kernel_launch(kernel)
     traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
     return TracedIR(traced.kernel)
 
@@ -79,7 +67,6 @@ class TracedIR:
     """
 
     def __init__(self, kernel):
-        from .._src.ir import print_kernel
         self.kernel = kernel
         self.text = print_kernel(kernel)
 

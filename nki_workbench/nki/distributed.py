@@ -25,8 +25,8 @@ import sys
 
 import numpy as np
 
-from .._src.collectives.trace import any_op, emit_collective, reduce_op
-from .nccl import _int, pairs_of
+from .._src.collectives.trace import any_op, emit_collective, int_arg, reduce_op
+from .nccl import pairs_of
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
            "collective_permute"]
@@ -116,7 +116,8 @@ def broadcast(srcs, dsts, op=None, root=0, *, replica_groups=None, dtype=None, m
         mask: compile-time predicate on the elements.
     """
     emit_collective("broadcast", "distributed.broadcast", srcs=srcs, dsts=dsts,
-                    attrs={"root": _int(root, "root"), "op": any_op(op, "distributed.broadcast")},
+                    attrs={"root": int_arg(root, "root"),
+                           "op": any_op(op, "distributed.broadcast")},
                     replica_groups=replica_groups, dtype=dtype, mask=mask)
 
 
@@ -136,7 +137,7 @@ def collective_permute(srcs, dsts, source_target_pairs=None, *, shift=1, replica
     """
     api = "distributed.collective_permute"
     attrs = {"pairs": None if source_target_pairs is None else
-             pairs_of(source_target_pairs, api), "shift": _int(shift, "shift")}
+             pairs_of(source_target_pairs, api), "shift": int_arg(shift, "shift")}
     emit_collective("collective_permute", api, srcs=srcs, dsts=dsts, attrs=attrs,
                     replica_groups=replica_groups, dtype=dtype, mask=mask)
 

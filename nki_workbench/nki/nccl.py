@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import sys
 
-from .._src.collectives.trace import any_op, emit_collective, reduce_op
+from .._src.collectives.trace import any_op, emit_collective, int_arg, reduce_op
 
 __all__ = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
            "collective_permute", "collective_permute_implicit",
@@ -135,7 +135,7 @@ def broadcast(op, srcs, dsts, replica_groups=None, root=0, *, dtype=None, mask=N
         mask: compile-time predicate on the elements.
     """
     emit_collective("broadcast", "nccl.broadcast", srcs=srcs, dsts=dsts,
-                    attrs={"root": _int(root, "root"), "op": any_op(op, "nccl.broadcast")},
+                    attrs={"root": int_arg(root, "root"), "op": any_op(op, "nccl.broadcast")},
                     replica_groups=replica_groups, dtype=dtype, mask=mask)
 
 
@@ -208,7 +208,7 @@ def send(srcs, op=None, peer_id=None, replica_groups=None, *, mask=None):
         mask: compile-time predicate on the elements.
     """
     emit_collective("send", "nccl.send", srcs=srcs,
-                    attrs={"peer_id": _int(peer_id, "peer_id"), "op": any_op(op, "nccl.send")},
+                    attrs={"peer_id": int_arg(peer_id, "peer_id"), "op": any_op(op, "nccl.send")},
                     replica_groups=replica_groups, mask=mask)
 
 
@@ -224,18 +224,12 @@ def recv(dsts, op=None, peer_id=None, replica_groups=None, *, mask=None, dtype=N
         dtype: dtype the result is rounded to before the destination's.
     """
     emit_collective("recv", "nccl.recv", dsts=dsts,
-                    attrs={"peer_id": _int(peer_id, "peer_id"),
+                    attrs={"peer_id": int_arg(peer_id, "peer_id"),
                            "op": None if op is None else reduce_op(op, "nccl.recv")},
                     replica_groups=replica_groups, dtype=dtype, mask=mask)
 
 
 # ----------------------------------------------------------------------------- helpers
-def _int(v, name):
-    from .._src.errors import NkiError, user_location
-    if isinstance(v, bool) or not hasattr(v, "__index__"):
-        raise NkiError("wb_collective_args", f"{name} must be an integer, got {v!r}",
-                       user_location())
-    return int(v)
 
 
 def pairs_of(pairs, api) -> tuple:
@@ -262,7 +256,7 @@ def pairs_of(pairs, api) -> tuple:
 def channels(channel_id, num_channels, api) -> dict:
     """Checked ``channel_id`` / ``num_channels`` attributes."""
     from .._src.errors import NkiError, user_location
-    cid, n = _int(channel_id, "channel_id"), _int(num_channels, "num_channels")
+    cid, n = int_arg(channel_id, "channel_id"), int_arg(num_channels, "num_channels")
     if n < 1 or not 0 <= cid < n:
         raise NkiError("wb_collective_args", f"{api}: channel_id={cid} must be in "
                        f"[0, num_channels={n})", user_location())

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._src import inspection as _inspection
 from .._src.errors import NkiError
 
 __all__ = ["CheckResult", "run_check", "DEFAULT_ATOL", "DEFAULT_RTOL"]
@@ -117,7 +116,3 @@ def run_check(insp, expr: str, namespace: dict, atol: float = DEFAULT_ATOL,
     result = CheckResult(expr, max_abs, max_rel, atol, rtol, bad == 0, bad)
     insp.check = result
     return result
-
-
-# why: ``insp.check`` reads as None until a check ran (a documented Inspection attribute)
-_inspection.register_slot("check", lambda insp: None)

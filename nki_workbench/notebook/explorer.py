@@ -19,8 +19,9 @@ import itertools
 from dataclasses import dataclass
 
 from .._src.errors import NkiError
+from .._src.options import legacy_target
 from . import mime, plots
-from ._args import kernel_function
+from .arguments import kernel_function
 
 __all__ = ["Trial", "Explorer", "explore", "serve"]
 
@@ -72,13 +73,16 @@ class Explorer:
         params: ``{name: [values...]}``: keyword parameters of the kernel to sweep.
         kwargs: other keyword arguments, fixed.
         grid: launch grid.
-        target: platform target.
+        platform_target: platform target.
+        target: deprecated spelling of ``platform_target``.
 
     Attributes:
         trials: the :class:`Trial` of every setting evaluated, in the order tried.
     """
 
-    def __init__(self, kernel, args=(), params=None, kwargs=None, grid=None, target=None):
+    def __init__(self, kernel, args=(), params=None, kwargs=None, grid=None,
+                 platform_target=None, target=None):
+        platform_target = legacy_target(platform_target, target, "Explorer")
         if not params:
             raise ValueError("explore() needs params={'NAME': [values, ...]} with at least one "
                              "compile-time constant to vary")
@@ -96,7 +100,7 @@ class Explorer:
         self.params = {k: list(v) for k, v in params.items()}
         self.kwargs = dict(kwargs or {})
         self.grid = grid
-        self.target = target
+        self.platform_target = platform_target
         self.trials: list = []
         self._cache: dict = {}
 
@@ -142,7 +146,7 @@ class Explorer:
         from .._src.inspection import inspect
         try:
             insp = inspect(self.kernel, *self.args, grid=self.grid,
-                           platform_target=self.target, simulate=False,
+                           platform_target=self.platform_target, simulate=False,
                            **self.kwargs, **dict(key))
             mem = mime.memory_of(insp)
             for buf in (mem.sbuf, mem.psum):
@@ -299,7 +303,8 @@ class ExplorerWidget:
         return data
 
 
-def explore(kernel, args=(), params=None, *, kwargs=None, grid=None, target=None) -> Explorer:
+def explore(kernel, args=(), params=None, *, kwargs=None, grid=None, platform_target=None,
+            target=None) -> Explorer:
     """Explore a kernel's compile-time constants with sliders.
 
     Args:
@@ -309,12 +314,14 @@ def explore(kernel, args=(), params=None, *, kwargs=None, grid=None, target=None
         params: ``{name: [values, ...]}`` keyword parameters to sweep.
         kwargs: other keyword arguments, fixed.
         grid: launch grid.
-        target: platform target.
+        platform_target: platform target.
+        target: deprecated spelling of ``platform_target``.
 
     Returns:
         Explorer (displays as the widget).
     """
-    return Explorer(kernel, args, params, kwargs, grid, target)
+    platform_target = legacy_target(platform_target, target, "explore")
+    return Explorer(kernel, args, params, kwargs, grid, platform_target)
 
 
 def serve(explorer: Explorer, port: int = 5006, show: bool = False, **kwargs):

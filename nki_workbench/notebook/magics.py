@@ -27,7 +27,7 @@ from IPython.core import magic_arguments as MA
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from .._src.errors import NkiError
-from . import _args
+from . import arguments as _args
 
 __all__ = ["NkiMagics", "NkiCellError", "MODES", "split_args"]
 
@@ -281,12 +281,7 @@ class NkiMagics(Magics):
 
 
 def load(ipython) -> None:
-    """Register the magics and the ``neuronxcc.nki`` alias (``%load_ext nki_workbench``)."""
-    from .. import compat
-    try:
-        compat.install()
-    except RuntimeError:  # why: a real neuronxcc is installed; the magic still works without it
-        pass
+    """Register the magics (``%load_ext nki_workbench`` also installs the alias, above this)."""
     ipython.register_magics(NkiMagics)
 
 

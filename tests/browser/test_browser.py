@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from nki_workbench.notebook import plots
-from nki_workbench.notebook._args import bind_arguments, parse_shapes
+from nki_workbench.notebook.arguments import bind_arguments, parse_shapes
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright = pytest.importorskip("playwright.sync_api", reason="pip install playwright")

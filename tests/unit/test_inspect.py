@@ -15,9 +15,6 @@ RNG = np.random.default_rng(3)
 
 @pytest.fixture(autouse=True)
 def _registries(monkeypatch):
-    monkeypatch.setattr(inspection, "_SLOTS", {"memory": None, "timeline": None})
-    monkeypatch.setattr(inspection, "_CUSTOM_CALLS", {})
-    monkeypatch.setattr(inspection, "_SUMMARY_LINES", [])
     monkeypatch.setattr(encode, "_DETECTORS", [])
     monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
     encode._detected.cache_clear()
@@ -134,31 +131,39 @@ def test_repr_is_deterministic_plain_text():
     assert f"backend_config: {len(a.backend_config)} base64 characters" in text
 
 
-def test_slots_are_filled_lazily_by_their_providers():
-    x = _f32(8, 8)
-    insp = inspect(pair, x, platform_target="trn1")
-    assert insp.memory is None and insp.timeline is None
+def test_model_views_are_explicit_properties_computed_once(monkeypatch):
+    from nki_workbench._src.alloc import occupancy
+    from nki_workbench._src.sim import timing
+    assert not hasattr(inspection, "register_slot")  # plain object: nothing registers into it
+    insp = inspect(pair, _f32(8, 8), platform_target="trn1")
     calls = []
+    real = timing.timeline
 
-    def timeline_provider(i):
-        calls.append(i)
-        return ("events of", i.kernel_name)
-    inspection.register_slot("timeline", timeline_provider)
-    inspection.register_slot("sbuf", lambda i: "sbuf map")
-    fresh = inspect(pair, x, platform_target="trn1")
-    assert calls == []
-    assert fresh.timeline == ("events of", "pair") and fresh.timeline is fresh.timeline
-    assert calls == [fresh] and fresh.sbuf == "sbuf map"
-    fresh.memory = "set by the memory model"
-    assert fresh.memory == "set by the memory model"
+    def counting(kernel, **kwargs):
+        calls.append(kernel)
+        return real(kernel, **kwargs)
+    monkeypatch.setattr(timing, "timeline", counting)
+    tl = insp.timeline
+    assert calls == [insp.kernel] and insp.timeline is tl
+    assert insp.latency_us == tl.latency_us and insp.latency_us > 0
+    assert insp.busy_ns == tl.busy_ns and insp.utilization == tl.utilization
+    assert insp.sbuf is insp.memory.sbuf and insp.psum is insp.memory.psum
+    assert calls == [insp.kernel]  # the memory view reused the kept timeline
+    static = occupancy(insp.kernel)
+    assert insp.sbuf.peak_bytes_per_partition == static.sbuf.peak_bytes_per_partition > 0
+    assert insp.check is None
+    insp.memory = "set by the caller"
+    assert insp.memory == "set by the caller"
     with pytest.raises(AttributeError):
-        fresh.nothing_here  # noqa: B018
-    with pytest.raises(ValueError):
-        inspection.register_slot("config", lambda i: None)
+        insp.nothing_here  # noqa: B018
 
 
-def test_custom_call_hook_and_summary_lines(monkeypatch):
+def test_custom_call_comes_from_the_bridge_module_and_summary_has_memory(monkeypatch):
+    import sys
+    import types
+
     from nki_workbench._src import dispatch
+    from nki_workbench._src.alloc import occupancy
     monkeypatch.setitem(dispatch.BRIDGE_MODULES, "jax", "nki_workbench._src.no_such_bridge")
     monkeypatch.setitem(dispatch._native_mode_map, "jax", dispatch.JAXKernel)
     insp = inspect(pair, _f32(8, 8), platform_target="trn1")
@@ -167,10 +172,15 @@ def test_custom_call_hook_and_summary_lines(monkeypatch):
     with pytest.raises(NkiError) as e:
         insp.custom_call("jax")
     assert e.value.code == "wb_bridge_missing"
-    inspection.register_custom_call("jax", lambda i: f"custom_call {i.kernel_name}")
+    fake = types.ModuleType("nki_workbench._src.fake_bridge")
+    fake.custom_call_text = lambda i: f"custom_call {i.kernel_name}"
+    monkeypatch.setitem(sys.modules, fake.__name__, fake)
+    monkeypatch.setitem(dispatch.BRIDGE_MODULES, "jax", fake.__name__)
     assert insp.custom_call("jax") == "custom_call pair"
-    inspection.register_summary_line(lambda i: f"latency: {len(i.kernel_name)} us (estimate)")
-    assert repr(insp).splitlines()[-1] == "  latency: 4 us (estimate)"
+    sbuf = occupancy(insp.kernel).sbuf
+    assert repr(insp).splitlines()[-1].startswith(
+        f"  memory: SBUF peak {sbuf.peak_bytes_per_partition} / {sbuf.capacity_bytes} B per "
+        "partition (")
 
 
 def test_inspect_rejects_non_kernels():

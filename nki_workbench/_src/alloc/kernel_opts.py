@@ -7,8 +7,8 @@ given one) whose function carries the fields in the attribute ``_nki_kernel_fiel
     {"compile_opts": (("force_auto_alloc", True), ...),   # update_compile_opts
      "allocator": (("kind", "stack"), ("log_level", 50))}  # update_allocator
 
-The hook that carries them into the trace (documented for dispatch/encode): ``trace_kernel`` calls
-:func:`begin_trace` (copies the fields into ``ctx.attrs`` so ``nl.ndarray`` sees
+The hook that carries them into the trace: ``alloc.passes.trace_kernel`` passes
+:func:`begin_trace` to the tracer (copies the fields into ``ctx.attrs`` so ``nl.ndarray`` sees
 ``force_auto_alloc``) and adds :func:`kernel_attrs` to the kernel attributes, so the IR prints
 ``compile_opts=...``, ``allocator=...`` and ``directive_scopes=...`` when they are set. Read them
 back from a kernel object or function with :func:`kernel_fields`.

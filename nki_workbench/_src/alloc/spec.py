@@ -24,10 +24,10 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import NkiError, user_location
 from ..hw import get_target
-from ..lang.common import Buffer
-from ..lang.common import psum as _auto_psum
-from ..lang.common import sbuf as _auto_sbuf
 from ..trace import context as C
+from ..trace.buffers import Buffer
+from ..trace.buffers import psum as _auto_psum
+from ..trace.buffers import sbuf as _auto_sbuf
 
 __all__ = ["DirectSpec", "DirectBuffer", "SBUFAllocation", "PSUMAllocation", "resolve_alloc",
            "is_direct", "direct_blocks", "modulo_index", "DIRECT_KINDS"]

@@ -20,7 +20,6 @@ reuses jaxprs and lowerings of equal calls.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from collections import OrderedDict
@@ -28,258 +27,34 @@ from collections import OrderedDict
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from jax.core import ShapedArray
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching
 
-from .. import dtypes as D
+from ..caching import LRU
 from ..dispatch import GenericKernel, register_mode
 from ..encode import (
     CACHE_SIZE,
-    DeclTensor,
     DumpedConfig,
     FrameworkKernel,
-    _freeze,
+    freeze_argument,
     resolve_platform_target,
 )
 from ..errors import NkiError
 from ..trace.kernel import flatten_args, is_tensor_like
+from .jax_lowering import custom_call_text
+from .jax_primitive import (
+    JAX_TO_NKI_DTYPES,
+    TRACE_COUNTER,
+    JaxTraceResult,
+    Leaf,
+    bound_with,
+    nki_call_eval,
+    nki_call_p,
+    nki_dtype_name,
+    operand_spec,
+    run_on_host,
+)
 
 __all__ = ["JAXKernel", "JaxTraceResult", "nki_call_p", "nki_call_eval", "nki_call",
-           "with_vjp", "JAX_TO_NKI_DTYPES", "TRACE_COUNTER"]
-
-# jax dtype name -> NKI dtype name; None = rejected (reason in _REJECTED)
-JAX_TO_NKI_DTYPES = {
-    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "uint8": "uint8",
-    "uint16": "uint16", "uint32": "uint32", "float16": "float16", "float32": "float32",
-    "bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3", "float8_e5m2": "float8_e5m2",
-    "float64": None, "int64": None, "uint64": None, "float8_e4m3fn": None,
-}
-"""How a jax dtype is passed to a kernel (``None``: rejected with a reason)."""
-
-# why: the device has no 64-bit types and e4m3fn bytes decode differently from NKI's e4m3
-_REJECTED = {
-    "float64": "NKI has no 64-bit types; cast to float32 (or turn off jax_enable_x64)",
-    "int64": "NKI has no 64-bit types; cast to int32 (or turn off jax_enable_x64)",
-    "uint64": "NKI has no 64-bit types; cast to uint32 (or turn off jax_enable_x64)",
-    "float8_e4m3fn": "NKI's float8_e4m3 is the IEEE-style e4m3 (max 240, has inf), not e4m3fn; "
-                     "cast to jnp.float8_e4m3",
-}
-
-TRACE_COUNTER = {"traces": 0, "lowering_retraces": 0}
-"""Kernel traces the bridge ran (tests read it to check one trace per specialisation)."""
-
-
-# ----------------------------------------------------------------------------- argument templates
-@dataclasses.dataclass(frozen=True)
-class _Leaf:
-    """Stands for the ``index``-th tensor operand inside a call's bound arguments."""
-
-    index: int
-
-
-def _map_leaves(v, is_leaf, fn):
-    """``v`` with every leaf (``is_leaf``) replaced by ``fn(leaf)``, walking like flatten_args."""
-    if is_leaf(v):
-        return fn(v)
-    if isinstance(v, dict):
-        return type(v)((k, _map_leaves(x, is_leaf, fn)) for k, x in v.items())
-    if isinstance(v, (list, tuple)):
-        items = [_map_leaves(x, is_leaf, fn) for x in v]
-        if isinstance(v, list):
-            return items
-        return type(v)(*items) if hasattr(v, "_fields") else tuple(items)
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return dataclasses.replace(v, **{f.name: _map_leaves(getattr(v, f.name), is_leaf, fn)
-                                         for f in dataclasses.fields(v) if f.init})
-    return v
-
-
-def _bound_with(bound: inspect.BoundArguments, is_leaf, fn) -> inspect.BoundArguments:
-    args = {n: _map_leaves(v, is_leaf, fn) for n, v in bound.arguments.items()}
-    return inspect.BoundArguments(bound.signature, args)
-
-
-def _nki_dtype_name(dtype) -> str:
-    """The NKI name of a jax/numpy dtype (a clear error for the rejected ones)."""
-    name = np.dtype(dtype).name
-    if name in JAX_TO_NKI_DTYPES:
-        nki = JAX_TO_NKI_DTYPES[name]
-        if nki is None:
-            raise NkiError(None, f"jax dtype {name} cannot be passed to an NKI kernel: "
-                           f"{_REJECTED[name]}")
-        return nki
-    raise NkiError(None, f"jax dtype {name} has no NKI counterpart; supported: "
-                   + ", ".join(k for k, v in JAX_TO_NKI_DTYPES.items() if v))
-
-
-def _spec(shape, dtype) -> tuple:
-    return tuple(int(s) for s in shape), _nki_dtype_name(dtype)
-
-
-# ----------------------------------------------------------------------------- the trace result
-class JaxTraceResult:
-    """The ``nki_call`` primitive's parameter: one kernel specialisation, traced lazily.
-
-    Equal (and equally hashed) when the kernel object and the specialisation key are the same,
-    so JAX caches jaxprs and lowerings across calls. :func:`nki_call_eval` fills
-    :attr:`dumped`; lowering reads it (or re-traces, see ``NKI_DONT_CACHE_TRACE_FOR_JAX_LOWERING``).
-
-    Attributes:
-        kernel: the :class:`JAXKernel` (``None`` when built from an existing config).
-        template: the call's bound arguments with tensors replaced by operand markers.
-        in_specs: ``(shape, NKI dtype name)`` per operand.
-        key: the specialisation key (hash and equality).
-        dumped: the :class:`~..encode.DumpedConfig`, once traced.
-    """
-
-    __slots__ = ("kernel", "template", "in_specs", "key", "dumped", "_hash")
-
-    def __init__(self, kernel, template, in_specs, key, dumped: DumpedConfig | None = None):
-        self.kernel = kernel
-        self.template = template
-        self.in_specs = tuple(in_specs)
-        self.key = key
-        self.dumped = dumped
-        self._hash = hash((id(kernel), key))
-
-    @classmethod
-    def from_dumped(cls, dumped: DumpedConfig) -> JaxTraceResult:
-        """A trace result for an existing config (it cannot re-trace)."""
-        k = dumped.traced.kernel
-        specs = tuple((tuple(d.shape), d.dtype) for d in k.params)
-        return cls(None, None, specs, ("config", dumped.backend_config), dumped)
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        return (isinstance(other, JaxTraceResult) and self.kernel is other.kernel
-                and self.key == other.key)
-
-    def __repr__(self):
-        name = self.kernel.func_name if self.kernel is not None else \
-            self.dumped.config["func_name"]
-        return f"JaxTraceResult({name}, {[list(s) for s, _ in self.in_specs]})"
-
-    @property
-    def name(self) -> str:
-        """The kernel's name."""
-        return self.dump().config["func_name"]
-
-    def dump(self, in_specs=None, *, cache: bool = True) -> DumpedConfig:
-        """Trace the kernel (through ``dump_config``) for ``in_specs`` (default: the call's).
-
-        With ``cache=False`` the kernel's specialisation cache is bypassed (a fresh trace).
-        """
-        if in_specs is None and self.dumped is not None and cache:
-            return self.dumped
-        if self.kernel is None:
-            return self.dumped
-        specs = self.in_specs if in_specs is None else tuple(in_specs)
-        decls = [DeclTensor(shape, D.canonical(dt)) for shape, dt in specs]
-        bound = _bound_with(self.template, lambda v: isinstance(v, _Leaf),
-                            lambda leaf: decls[leaf.index])
-        dumped = self.kernel._dump(bound, cache=cache)
-        if in_specs is None:
-            self.dumped = dumped
-        return dumped
-
-    def out_specs(self, dumped: DumpedConfig | None = None) -> list:
-        """``(shape, storage numpy dtype)`` per output."""
-        dumped = dumped or self.dump()
-        return [(tuple(s), D.storage_dtype(dt)) for s, dt in dumped.return_types]
-
-
-def _dumped_in_specs(dumped: DumpedConfig) -> tuple:
-    return tuple((tuple(d.shape), d.dtype) for d in dumped.traced.kernel.params)
-
-
-# ----------------------------------------------------------------------------- the primitive
-nki_call_p = Primitive("nki_call")
-nki_call_p.multiple_results = True
-
-
-def nki_call_eval(*avals, trace: JaxTraceResult):
-    """Abstract evaluation: trace once (through ``dump_config``) and return the output types.
-
-    Args:
-        *avals: one abstract value per tensor operand.
-        trace: the call's :class:`JaxTraceResult`.
-
-    Returns:
-        One ``ShapedArray`` per kernel output.
-    """
-    dumped = trace.dump()
-    got = tuple(_spec(a.shape, a.dtype) for a in avals)
-    if got != _dumped_in_specs(dumped):
-        raise NkiError(None, f"kernel '{trace.name}' was traced for operands "
-                       f"{_fmt_specs(_dumped_in_specs(dumped))} but is bound to "
-                       f"{_fmt_specs(got)}")
-    return [ShapedArray(s, dt) for s, dt in trace.out_specs(dumped)]
-
-
-def _fmt_specs(specs) -> str:
-    return ", ".join(f"{dt}{list(s)}" for s, dt in specs)
-
-
-def run_on_host(dumped: DumpedConfig, arrays, params=None) -> list:
-    """Simulate a dumped kernel on numpy operands; one array per output (storage dtypes).
-
-    Runs the numpy interpreter (``backend="numpy"``: this is called from inside JAX host
-    callbacks, where starting another JAX computation can deadlock), then the simulation hooks.
-    """
-    from ..runtime import SIM_HOOKS, _program
-    traced = dumped.traced
-    k = traced.kernel
-    inputs = {d.name: np.asarray(a) for d, a in zip(k.params, arrays, strict=True)}
-    outs = _program(traced).run(inputs, params, backend="numpy")
-    for hook in SIM_HOOKS:
-        hook(traced, inputs, params, outs, "numpy")
-    return [np.asarray(outs[n], dtype=D.storage_dtype(D.from_name(k.decls()[n].dtype)))
-            for n in k.outputs]
-
-
-def _sim_params(trace: JaxTraceResult):
-    return getattr(trace.kernel, "sim_params", None)
-
-
-def _impl(*args, trace: JaxTraceResult):
-    """Eager call (no jit): simulate on the host now."""
-    dumped = trace.dump()
-    outs = run_on_host(dumped, [np.asarray(a) for a in args], _sim_params(trace))
-    return [jnp.asarray(o) for o in outs]
-
-
-def _batch(args, dims, *, trace: JaxTraceResult):
-    """vmap: one kernel call per batch element (``lax.map``), batch axis 0 on every output."""
-    # why: JAX marks an unbatched operand with None (batching.not_mapped, not re-exported)
-    batched = [i for i, d in enumerate(dims) if d is not None]
-    moved = tuple(jnp.moveaxis(args[i], dims[i], 0) for i in batched)
-
-    def one(xs):
-        ops = list(args)
-        for i, x in zip(batched, xs, strict=True):
-            ops[i] = x
-        return tuple(nki_call_p.bind(*ops, trace=trace))
-
-    outs = lax.map(one, moved)
-    return list(outs), [0] * len(outs)
-
-
-def _no_derivative(primals, tangents, *, trace: JaxTraceResult):
-    raise NkiError("wb_jax_no_derivative",
-                   f"JAX cannot differentiate through NKI kernel '{trace.name}': a kernel has no "
-                   "derivative of its own",
-                   hint="attach a backward with nki_workbench.jax.with_vjp(kernel, bwd), or "
-                        "stop the gradient with jax.lax.stop_gradient on its inputs")
-
-
-nki_call_p.def_abstract_eval(nki_call_eval)
-nki_call_p.def_impl(_impl)
-batching.primitive_batchers[nki_call_p] = _batch
-ad.primitive_jvps[nki_call_p] = _no_derivative
+           "with_vjp", "JAX_TO_NKI_DTYPES", "TRACE_COUNTER", "custom_call_text", "run_on_host"]
 
 
 # ----------------------------------------------------------------------------- the kernel class
@@ -320,7 +95,7 @@ class JAXKernel(FrameworkKernel):
 
     def translate_to_neuron_dtype(self, dtype):
         """The NKI dtype name of a jax dtype (:data:`JAX_TO_NKI_DTYPES`)."""
-        return _nki_dtype_name(dtype)
+        return nki_dtype_name(dtype)
 
     def _dump(self, bound: inspect.BoundArguments, *, cache: bool = True) -> DumpedConfig:
         """``dump_config_with_boundargs``, counting real traces; ``cache=False`` forces one."""
@@ -342,13 +117,13 @@ class JAXKernel(FrameworkKernel):
         bound = inspect.signature(self.func).bind(*args, **kwargs)
         bound.apply_defaults()
         index = iter(range(len(leaves)))
-        template = _bound_with(bound, lambda v: is_tensor_like(v, self.is_framework_tensor),
-                               lambda v: _Leaf(next(index)))
+        template = bound_with(bound, lambda v: is_tensor_like(v, self.is_framework_tensor),
+                               lambda v: Leaf(next(index)))
         # why: specs from the arguments as given (jnp.asarray would turn float64 into float32)
-        specs = tuple(_spec(v.shape, v.dtype) for _, v in leaves)
+        specs = tuple(operand_spec(v.shape, v.dtype) for _, v in leaves)
         operands = [v if _is_jax_tensor(v) else jnp.asarray(v) for _, v in leaves]
         target = resolve_platform_target(self.opts.platform_target, warn=False)
-        key = (tuple((n, _freeze(v)) for n, v in template.arguments.items()), specs, target)
+        key = (tuple((n, freeze_argument(v)) for n, v in template.arguments.items()), specs, target)
         # why: JAX caches abstract evaluation per (equal) params, so an equal but new instance
         # might never be filled; one instance per specialisation keeps the filled one in use
         results = self.__dict__.setdefault("_trace_results", OrderedDict())
@@ -377,7 +152,7 @@ class JAXKernel(FrameworkKernel):
 
 
 # ----------------------------------------------------------------------------- nki_call / vjp
-_KERNELS: dict = {}  # (func, grid, opts) -> JAXKernel made by nki_call
+_KERNELS = LRU()  # (func, grid, opts) -> JAXKernel made by nki_call (bounded)
 
 
 def _kernel_of(kernel, grid, kwargs) -> JAXKernel:
@@ -395,9 +170,9 @@ def _kernel_of(kernel, grid, kwargs) -> JAXKernel:
     opts.update(kwargs)
     grid = tuple(grid or ())
     key = (func, grid, tuple(sorted(opts.items())))
-    k = _KERNELS.get(key)
+    k = _KERNELS.lookup(key)
     if k is None:
-        k = _KERNELS[key] = JAXKernel(func, grid=grid, **opts)
+        k = _KERNELS.store(key, JAXKernel(func, grid=grid, **opts))
     return k
 
 
@@ -499,4 +274,3 @@ def with_vjp(kernel, bwd):
 
 
 register_mode("jax", JAXKernel)
-from . import jax_lowering  # noqa: E402,F401  (registers the lowerings and Inspection hook)

@@ -32,15 +32,14 @@ from jax.interpreters import mlir
 
 from ..encode import DumpedConfig
 from ..errors import NkiError
-from ..inspection import register_custom_call
-from .jax import (
+from .jax_primitive import (
     TRACE_COUNTER,
     JaxTraceResult,
-    _dumped_in_specs,
-    _sim_params,
-    _spec,
+    dumped_in_specs,
     nki_call_p,
+    operand_spec,
     run_on_host,
+    sim_params_of,
 )
 
 __all__ = ["TARGET", "OP_NAME", "DONT_CACHE_ENV", "STALE_TRACE_MESSAGE", "StaleTraceError",
@@ -73,17 +72,17 @@ def lowering_config(ctx, trace: JaxTraceResult) -> DumpedConfig:
     Raises:
         StaleTraceError: the stored trace describes other operand or result types.
     """
-    in_specs = tuple(_spec(a.shape, a.dtype) for a in ctx.avals_in)
+    in_specs = tuple(operand_spec(a.shape, a.dtype) for a in ctx.avals_in)
     if _dont_cache() and trace.kernel is not None:
         TRACE_COUNTER["lowering_retraces"] += 1
         dumped = trace.dump(in_specs, cache=False)
     else:
         # why: an instance JAX found equal to an evaluated one may not have been evaluated
         dumped = trace.dumped if trace.dumped is not None else trace.dump()
-    if _dumped_in_specs(dumped) != in_specs:
+    if dumped_in_specs(dumped) != in_specs:
         raise StaleTraceError()
-    outs = tuple(_spec(s, dt) for s, dt in trace.out_specs(dumped))
-    if outs != tuple(_spec(a.shape, a.dtype) for a in ctx.avals_out):
+    outs = tuple(operand_spec(s, dt) for s, dt in trace.out_specs(dumped))
+    if outs != tuple(operand_spec(a.shape, a.dtype) for a in ctx.avals_out):
         raise StaleTraceError()
     return dumped
 
@@ -118,7 +117,7 @@ def _host_callback(dumped: DumpedConfig, params, *arrays):
 def _host_rule(ctx, *args, trace: JaxTraceResult):
     dumped = lowering_config(ctx, trace)
     shapes = [jax.ShapeDtypeStruct(s, dt) for s, dt in trace.out_specs(dumped)]
-    callback = functools.partial(_host_callback, dumped, _sim_params(trace))
+    callback = functools.partial(_host_callback, dumped, sim_params_of(trace))
 
     def body(*xs):
         return jax.pure_callback(callback, shapes, *xs, vmap_method="sequential")
@@ -170,5 +169,3 @@ def custom_call_text(inspection) -> str:
     specs = [jax.ShapeDtypeStruct(s, D.storage_dtype(dt)) for s, dt in trace.in_specs]
     return lower_for_neuron(lambda *ops: nki_call_p.bind(*ops, trace=trace), *specs)
 
-
-register_custom_call("jax", custom_call_text)

@@ -43,15 +43,15 @@ import numpy as np
 
 from .. import dtypes as D
 from ..dispatch import jit, register_mode
-from ..encode import FrameworkKernel, decode_backend_config, simulate_backend_config
+from ..encode import FrameworkKernel, decode_backend_config
 from ..errors import NkiError
-from ..inspection import register_custom_call
+from ..execution import simulate_backend_config
 from ..trace.kernel import flatten_args
 from .hlo import ArrayShape, HloBuilder, TupleShape
 
 __all__ = ["PyTorchXLAKernel", "nki_jit", "TORCH_TO_NKI", "NKI_TO_TORCH", "DTYPE_OVERRIDE_ENV",
            "nki_dtype_to_xla_type_map", "build_xla_type", "build_hlo_module", "kernel_call_op",
-           "translate_to_neuron_dtype", "CUSTOM_CALL_TARGET", "OP_NAME"]
+           "translate_to_neuron_dtype", "CUSTOM_CALL_TARGET", "OP_NAME", "custom_call_text"]
 
 CUSTOM_CALL_TARGET = "AwsNeuronNkiKernel"
 OP_NAME = "nki_workbench::kernel_call"
@@ -241,7 +241,8 @@ def build_hlo_module(dumped, *, name: str | None = None, exclude=()):
     return b.build(elems[0] if len(elems) == 1 and dropped else b.tuple(elems, name="tuple"))
 
 
-def _inspection_hlo(inspection) -> str:
+def custom_call_text(inspection) -> str:
+    """``Inspection.custom_call("torchxla")``: the HLO module of the kernel's custom call."""
     return build_hlo_module(inspection.dumped).text
 
 
@@ -489,6 +490,5 @@ def nki_jit(func=None, **kwargs):
 
 
 register_mode("torchxla", PyTorchXLAKernel)
-register_custom_call("torchxla", _inspection_hlo)
 if "torch" in sys.modules:  # why: torch.compile may build the first kernel; the op must exist
     kernel_call_op()

@@ -6,15 +6,15 @@
 * :mod:`.semantics` — what each kind computes over a replica group (numpy).
 * :mod:`.world` — the lock-step rendezvous of the ranks, with bounded waits and clear errors.
 * :mod:`.sim` — the simulator's ``SPECIAL`` factories and :class:`RankParams`.
-* :mod:`.ranks` — :func:`simulate_ranks`.
-* :mod:`.timing` — the communication cost model and per-rank timelines (:func:`rank_timelines`).
+* :mod:`.ranks` — :func:`simulate_ranks` and per-rank timelines (:func:`rank_timelines`).
+* :mod:`.timing` — the communication cost model and the lock-step of rank timelines.
 """
 
 from __future__ import annotations
 
 from . import kinds, sim  # noqa: F401  (registers opcodes and simulator factories)
-from .ranks import simulate_ranks
+from .ranks import rank_timelines, simulate_ranks
 from .sim import RankParams
-from .timing import CC_ASSUMPTIONS, rank_timelines
+from .timing import CC_ASSUMPTIONS
 
 __all__ = ["simulate_ranks", "rank_timelines", "RankParams", "CC_ASSUMPTIONS"]

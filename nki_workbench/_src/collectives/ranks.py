@@ -7,21 +7,26 @@ import threading
 
 import numpy as np
 
+from ..dispatch import kernel_launch
+from ..encode import hardware_target
 from ..errors import NkiError
-from ..sim.interp import SimParams
+from ..execution import package_outputs, run
+from ..options import SimParams, legacy_target
+from ..runtime import bind_inputs, get_traced
 from .kinds import normalize_groups
 from .sim import RankParams
+from .timing import timelines_of_ranks
 from .world import Aborted, World
 
-__all__ = ["simulate_ranks", "prepare_ranks"]
+__all__ = ["simulate_ranks", "prepare_ranks", "rank_timelines"]
 
 
-def _kernel_parts(kernel, grid, target):
-    from ...nki import _split  # why: lazy, the public package imports this module
-    func, kgrid, ktarget, cache = _split(kernel)
+def _kernel_parts(kernel, grid, platform_target):
+    func, kgrid, ktarget, cache = kernel_launch(kernel)
     if grid is not None:
         kgrid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-    return func, tuple(kgrid), target or ktarget, cache
+    target = hardware_target(platform_target) if platform_target else ktarget
+    return func, tuple(kgrid), target, cache
 
 
 def _args_kwargs(item, r):
@@ -35,14 +40,13 @@ def _args_kwargs(item, r):
                     f"dict of keyword arguments), got {type(item).__name__}")
 
 
-def prepare_ranks(kernel, rank_args, *, replica_groups=None, grid=None, target=None):
+def prepare_ranks(kernel, rank_args, *, replica_groups=None, grid=None, platform_target=None):
     """Trace the kernel for every rank.
 
     Returns:
         ``(func, grid, groups, per_rank)`` with ``per_rank[r] = (traced, args, kwargs)``.
     """
-    from ..runtime import get_traced
-    func, grid, target, cache = _kernel_parts(kernel, grid, target)
+    func, grid, target, cache = _kernel_parts(kernel, grid, platform_target)
     if not isinstance(rank_args, (list, tuple)) or not rank_args:
         raise TypeError("simulate_ranks: rank_args must be a non-empty list with one argument "
                         "tuple per rank")
@@ -65,7 +69,7 @@ def prepare_ranks(kernel, rank_args, *, replica_groups=None, grid=None, target=N
 
 
 def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
-                   params: SimParams | None = None, target=None) -> list:
+                   params: SimParams | None = None, platform_target=None, target=None) -> list:
     """Simulate a kernel with collectives on several ranks at once.
 
     Every rank runs its own instance of the kernel (its own arguments, its own HBM) in its own
@@ -85,7 +89,8 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
         grid: SPMD launch grid of every rank (default: the kernel's). Program ``p`` of one rank
             exchanges with program ``p`` of the others.
         params: :class:`SimParams` (``collective_timeout`` bounds every wait).
-        target: hardware target (default: the kernel's).
+        platform_target: target (default: the kernel's).
+        target: deprecated spelling of ``platform_target``.
 
     Returns:
         list: the outputs of each rank, in rank order, in the kernel's calling convention.
@@ -93,10 +98,10 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
     Example:
         >>> outs = nki_workbench.simulate_ranks(tp_kernel, [(x, w[r]) for r in range(4)])
     """
-    from ..runtime import _inputs, _program, package_outputs
+    platform_target = legacy_target(platform_target, target, "simulate_ranks")
     func, grid, groups, per_rank = prepare_ranks(kernel, rank_args,
                                                  replica_groups=replica_groups, grid=grid,
-                                                 target=target)
+                                                 platform_target=platform_target)
     params = params or SimParams()
     base = {f.name: getattr(params, f.name) for f in dataclasses.fields(SimParams)}
     pids = list(np.ndindex(*(grid or (1,))))
@@ -107,10 +112,11 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
     def worker(r):
         traced, args, kwargs = per_rank[r]
         try:
-            arrays = _inputs(traced, func, args, kwargs)
+            arrays = bind_inputs(traced, func, args, kwargs)
             k = traced.kernel
             inputs = {d.name: a for d, a in zip(k.params, arrays, strict=True)}
-            outs = _program(traced).run(inputs, RankParams(**base, world=world, rank=r))
+            # why: no simulation hooks, one rank's kernel cannot re-run alone (collectives)
+            outs = run(traced, inputs, RankParams(**base, world=world, rank=r), hooks=False)
             results[r] = package_outputs(k, outs, arrays)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
             errors[r] = exc
@@ -132,3 +138,27 @@ def simulate_ranks(kernel, rank_args, *, replica_groups=None, grid=None,
         raise first
     world.check_finished()
     return results
+
+
+def rank_timelines(kernel, rank_args, *, replica_groups=None, grid=None, platform_target=None,
+                   cores=None, target=None) -> list:
+    """Estimated per-rank timelines of a collective kernel, with ranks in lock-step.
+
+    Args:
+        kernel: an ``@nki.jit`` kernel or a kernel function.
+        rank_args: one argument tuple per rank (as for :func:`simulate_ranks`).
+        replica_groups: the launch topology's groups (default: all ranks).
+        grid: SPMD launch grid (default: the kernel's).
+        platform_target: target (default: the kernel's).
+        cores: physical cores per rank (default as :func:`~..sim.timing.timeline`).
+        target: deprecated spelling of ``platform_target``.
+
+    Returns:
+        list of :class:`~..sim.timing.Timeline`, one per rank; collective events sit on the
+        ``CC`` row, and ``event.issue_ns`` is when the rank arrived at the collective.
+    """
+    platform_target = legacy_target(platform_target, target, "rank_timelines")
+    _, grid, groups, per_rank = prepare_ranks(kernel, rank_args, replica_groups=replica_groups,
+                                              grid=grid, platform_target=platform_target)
+    hw = hardware_target(platform_target) if platform_target else None
+    return timelines_of_ranks(per_rank, groups, target=hw, cores=cores)

@@ -5,7 +5,7 @@ the instruction's mask), hand them to the rank's :class:`~.world.World`, and wri
 back into the destinations (reduce-into-destination kinds combine with the old value first).
 
 Which rank a program belongs to travels in the simulation parameters: :class:`RankParams` is a
-:class:`~..sim.interp.SimParams` with the rank's ``world`` and ``rank`` (``Program.run`` hands
+:class:`~..options.SimParams` with the rank's ``world`` and ``rank`` (``Program.run`` hands
 its params to every program's state as ``state.params``). Under plain ``SimParams`` (e.g.
 ``nki.simulate_kernel``) a kernel is one rank in a world of one: collectives over the group
 ``[0]`` return the rank's own data, and replica groups naming other ranks are an error that
@@ -22,10 +22,11 @@ import numpy as np
 from ..errors import NkiError
 from ..ir import Access
 from ..ir import expr as E
+from ..machine import machine_of
+from ..options import SimParams
 from ..semantics import NUMPY
 from ..sim import interp
 from ..sim.access import CompiledAccess
-from ..sim.interp import SimParams
 from .kinds import OPCODE_KIND
 from .world import Arrival, World
 
@@ -76,6 +77,7 @@ def _factory(program, inst):
     out_shapes = [ca.shape for ca, _ in dsts]
     mask = inst.mask
     op = attrs.get("op")
+    machine = machine_of(program)
     if kind.reads_dst and kind.name != "recv" and op is None:
         raise NkiError("wb_collective_op", f"{inst.op} needs an 'op' attribute", loc)
 
@@ -87,9 +89,9 @@ def _factory(program, inst):
                 sel = None
         vals = []
         for ca in srcs:
-            v, ok = program._read(st, ca, sel, loc, (), {})
+            v, ok = machine.read(st, ca, sel, loc)
             if ok is not None:
-                program._uninit(st, inst, [ok], loc)
+                machine.report(st, inst, [ok], loc)
             vals.append(np.array(v))
         world, rank = rank_of(st, program)
         arr = Arrival(rank, tuple(int(x) for x in st.pid), inst.op, api, attrs, loc, vals,
@@ -109,11 +111,11 @@ def _factory(program, inst):
                 if binds:
                     raise NkiError("wb_uninitialized_read", f"{api} reduces into '{ca.tensor}' "
                                    "before anything was written to it", loc)
-                old, ok = program._read(st, ca, sel, loc, (), {})
+                old, ok = machine.read(st, ca, sel, loc)
                 if ok is not None:
-                    program._uninit(st, inst, [ok], loc)
+                    machine.report(st, inst, [ok], loc)
                 r = NUMPY.alu(op, old, r.reshape(old.shape))
-            program._write(st, ca, decl, r, dtype, None, sel, binds, loc, (), {})
+            machine.write(st, ca, decl, r, dtype, sel, binds, loc)
     return run
 
 

@@ -35,7 +35,7 @@ from ..errors import NkiError
 from ..hw.cost import COSTS, CostEntry, cost_target
 from .kinds import OPCODE_KIND, group_of
 
-__all__ = ["CC_ASSUMPTIONS", "LINK_BYTES_PER_NS", "cc_cost", "rank_timelines", "CC_TRACK"]
+__all__ = ["CC_ASSUMPTIONS", "LINK_BYTES_PER_NS", "cc_cost", "timelines_of_ranks", "CC_TRACK"]
 
 CC_TRACK = "CC"
 
@@ -112,26 +112,19 @@ for _op in OPCODE_KIND:
 
 
 # ----------------------------------------------------------------------------- rank timelines
-def rank_timelines(kernel, rank_args, *, replica_groups=None, grid=None, target=None,
-                   cores=None) -> list:
-    """Estimated per-rank timelines of a collective kernel, with ranks in lock-step.
+def timelines_of_ranks(per_rank, groups, *, target=None, cores=None) -> list:
+    """Per-rank timelines of already traced ranks, lined up at their collectives.
 
     Args:
-        kernel: an ``@nki.jit`` kernel or a kernel function.
-        rank_args: one argument tuple per rank (as for :func:`~.ranks.simulate_ranks`).
-        replica_groups: the launch topology's groups (default: all ranks).
-        grid: SPMD launch grid (default: the kernel's).
-        target: hardware target (default: the kernel's).
+        per_rank: ``(traced, args, kwargs)`` per rank (``ranks.prepare_ranks``).
+        groups: the normalised replica groups (``None``: all ranks in one group).
+        target: hardware target (default: each trace's).
         cores: physical cores per rank (default as :func:`~..sim.timing.timeline`).
 
     Returns:
-        list of :class:`~..sim.timing.Timeline`, one per rank; collective events sit on the
-        ``CC`` row, and ``event.issue_ns`` is when the rank arrived at the collective.
+        list of :class:`~..sim.timing.Timeline`, one per rank (see ``ranks.rank_timelines``).
     """
     from ..sim import timing as T
-    from .ranks import prepare_ranks
-    _, grid, groups, per_rank = prepare_ranks(kernel, rank_args, replica_groups=replica_groups,
-                                              grid=grid, target=target)
     n = len(per_rank)
     default = groups if groups is not None else (tuple(range(n)),)
     tls = []

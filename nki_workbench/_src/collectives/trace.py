@@ -17,7 +17,7 @@ from ..trace import emit as M
 from ..trace.tensor import NkiTensor
 from .kinds import KINDS, normalize_groups, opcode
 
-__all__ = ["emit_collective", "tensor_list", "reduce_op", "any_op"]
+__all__ = ["emit_collective", "tensor_list", "reduce_op", "any_op", "int_arg"]
 
 
 def tensor_list(x, api: str, arg: str) -> list:
@@ -30,11 +30,19 @@ def tensor_list(x, api: str, arg: str) -> list:
         if not isinstance(t, NkiTensor):
             raise NkiError("wb_collective_operands", f"{api}: {arg}[{i}] must be an NKI tensor "
                            f"(HBM or SBUF), got {type(t).__name__}", user_location())
-        if t._is_index_tensor:
+        if t.is_index_tensor:
             raise NkiError("wb_collective_operands", f"{api}: {arg}[{i}] is an index "
                            "expression, not a tensor", user_location(),
                            "materialise indices with nisa.iota first")
     return items
+
+
+def int_arg(v, name: str) -> int:
+    """An integer argument of a collective (``wb_collective_args`` for anything else)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise NkiError("wb_collective_args", f"{name} must be an integer, got {v!r}",
+                       user_location())
+    return int(v)
 
 
 def reduce_op(op, api: str) -> str:

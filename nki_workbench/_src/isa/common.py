@@ -172,11 +172,11 @@ def out_dtype(dtype, *operands):
 
 def start_partition(t) -> int | None:
     """The first partition a tile view addresses, when it is a compile-time constant."""
-    if not is_tile(t) or t._index is None:
+    if not is_tile(t) or t.index is None:
         return 0
     from ..ir import expr as E
     try:
-        lo, _ = E.bounds(t._index[t._decl.par_dim], {})
+        lo, _ = E.bounds(t.index[t.decl.par_dim], {})
     except (ValueError, KeyError):
         return None
     return lo
@@ -206,7 +206,7 @@ def fresh_tile(shape, dtype, api: str, buffer: str = "sbuf") -> NkiTensor:
     """A new result tile named after the kernel's assignment target (for multi-output emits)."""
     ctx = C.require(api)
     t = M.new_tile(shape, dtype, buffer, name=ctx.assigned_name(), api=api)
-    t._fresh = True
+    t.mark_fresh()
     return t
 
 

@@ -26,7 +26,7 @@ _COPY_ENGINES = frozenset({"vector", "scalar", "gpsimd"})
 
 
 def _dyn_atoms(t):
-    return [d for e in (t._index or ()) for d in E.dyns(e)]
+    return [d for e in (t.index or ()) for d in E.dyns(e)]
 
 
 def tensor_copy(src, *, mask=None, dtype=None, engine=_engine.unknown, **kwargs):
@@ -177,7 +177,7 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=_oob.error,
     for t, arg in ((dst, "dst"), (src, "src")):
         if not K.is_tile(t):
             raise K.err(None, f"{api}: '{arg}' must be a tensor, got {type(t).__name__}")
-        t._check_live(api)
+        t.check_live(api)
         if t.buffer == "psum":
             raise K.err("err_unsupported_memory", f"{api}: '{arg}' is in PSUM; DMA moves data "
                         "between HBM and SBUF", "copy PSUM to SBUF with nisa.tensor_copy")
@@ -225,7 +225,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     api = "nisa.dma_transpose"
     if not K.is_tile(src):
         raise K.err(None, f"{api}: src must be a tensor, got {type(src).__name__}")
-    src._check_live(api)
+    src.check_live(api)
     if src.buffer == "psum":
         raise K.err("err_unsupported_memory", f"{api}: src must be in HBM or SBUF, not PSUM")
     if _dyn_atoms(src):

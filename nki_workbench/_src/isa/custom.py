@@ -61,4 +61,4 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
            attrs={"function_name": name, "lib_file_name": str(lib_file_name),
                   "ulib_to_ucode_version": str(ulib_to_ucode_version),
                   "ulib_to_isa_version": str(ulib_to_isa_version),
-                  "dtypes": tuple(t._decl.dtype for t in dsts)})
+                  "dtypes": tuple(t.decl.dtype for t in dsts)})

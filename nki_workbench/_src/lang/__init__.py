@@ -104,6 +104,7 @@ from .math import (
 )
 from .matmul import matmul, transpose
 from .memory import atomic_rmw, broadcast_to, copy, load, load_transpose2d, store
+from .operators import install as _install_operators
 from .reduce import all, loop_reduce, max, mean, min, prod, sum, var
 from .spmd import nc, num_programs, program_id, program_ndim, spmd_dim
 
@@ -235,3 +236,5 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+_install_operators()  # why: tensor operators are nl functions; the trace layer cannot import nl

@@ -7,41 +7,12 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import NkiError, user_location
 from ..trace import context as C
+from ..trace.buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
+from ..trace.emit import dtype_of
 from ..trace.tensor import NkiTensor
 
 __all__ = ["Buffer", "sbuf", "psum", "hbm", "private_hbm", "shared_hbm", "buffer_of", "tiles_in",
            "broadcast", "out_dtype", "axes_of", "NkiTensor"]
-
-
-class Buffer:
-    """A memory location marker (``nl.sbuf``, ``nl.psum``, ``nl.hbm``, ``nl.shared_hbm``).
-
-    Attributes:
-        name: IR buffer name.
-        alloc: direct-allocation spec for allocation objects (``None`` = automatic).
-    """
-
-    __slots__ = ("name", "alloc")
-
-    def __init__(self, name: str, alloc=None):
-        self.name = name
-        self.alloc = alloc
-
-    def __repr__(self):
-        return f"nl.{self.name}" if self.alloc is None else f"<{self.name} allocation {self.alloc}>"
-
-    def __eq__(self, other):
-        return isinstance(other, Buffer) and (self.name, self.alloc) == (other.name, other.alloc)
-
-    def __hash__(self):
-        return hash((self.name, self.alloc))
-
-
-sbuf = Buffer("sbuf")
-psum = Buffer("psum")
-private_hbm = Buffer("hbm")
-hbm = private_hbm
-shared_hbm = Buffer("shared_hbm")
 
 
 def buffer_of(buffer, api: str) -> Buffer:
@@ -88,7 +59,6 @@ def out_dtype(dtype, *operands):
     """Explicit ``dtype=`` or the NKI promotion of the operands."""
     if dtype is not None:
         return D.canonical(dtype)
-    from ..trace.emit import dtype_of
     return D.result_type(*[dtype_of(o) for o in operands])
 
 

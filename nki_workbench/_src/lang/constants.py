@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..hw import DEFAULT_TARGET, get_target
 from ..trace import context as C
+from ..trace.index import mgrid
 
 __all__ = ["tile_size", "TileSize", "gemm_grid", "gemm_stationary_grid"]
 
@@ -51,7 +52,6 @@ def gemm_grid():
     Returns:
         MGrid: ``(i_p, i_f)`` index grids.
     """
-    from ..trace.index import mgrid
     return mgrid[0:tile_size.pmax, 0:tile_size.gemm_moving_fmax]
 
 
@@ -61,5 +61,4 @@ def gemm_stationary_grid():
     Returns:
         MGrid: ``(i_p, i_f)`` index grids.
     """
-    from ..trace.index import mgrid
     return mgrid[0:tile_size.pmax, 0:tile_size.gemm_stationary_fmax]

@@ -11,6 +11,7 @@ import base64
 import numpy as np
 
 from .. import dtypes as D
+from ..alloc.spec import resolve_alloc
 from ..errors import NkiError, user_frame, user_location
 from ..trace import context as C
 from ..trace import emit as M
@@ -67,7 +68,6 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
                            user_location(), "create shared_hbm outputs at the top level of the "
                            "kernel function, before any loop")
     M.check_onchip_shape(dims, par, dt, buf.name, api)
-    from ..alloc.spec import resolve_alloc  # lazy: the alloc package imports nl's Buffer
     name = name or ctx.assigned_name()
     alloc = resolve_alloc(buf, dims, par, dt, name or "tensor", api)
     decl = ctx.declare(dims, D.name_of(dt), buf.name, name=name, par_dim=par, alloc=alloc)
@@ -98,7 +98,7 @@ def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
                        user_location(), "declare it with nl.ndarray, then t[...] = value")
     ctx = C.require("nl.full")
     t = ndarray(shape, dtype, buffer=buffer, name=name or ctx.assigned_name())
-    t._fresh = True
+    t.mark_fresh()
     M.emit("memset", [t], [fill_value], attrs={"dtype": D.name_of(t.dtype)}, api="nl.full")
     return t
 

@@ -17,7 +17,7 @@ __all__ = ["load", "store", "load_transpose2d", "atomic_rmw", "copy", "broadcast
 
 
 def _has_dyn(t: NkiTensor) -> bool:
-    return any(E.dyns(e) for e in (t._index or ()))
+    return any(E.dyns(e) for e in (t.index or ()))
 
 
 def load(src, *, mask=None, dtype=None, **kwargs):

@@ -138,7 +138,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     m = _NAME_TARGET.match(line)
     prior = local_vars.get(m.group(1)) if m else None
     if isinstance(prior, NkiTensor) and prior.buffer in ("sbuf", "psum") and \
-            tuple(prior.shape) == tuple(x.shape) and not prior._is_index_tensor:
+            tuple(prior.shape) == tuple(x.shape) and not prior.is_index_tensor:
         M.emit("loop_reduce", [prior], [x], attrs=attrs, mask=mask, api="nl.loop_reduce")
         return prior
     depths = [k for k, info in enumerate(ctx.loops) if info["var"] in names]
@@ -156,7 +156,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     outer = ctx.blocks[depth]
     loc = user_location()
     outer.append(Alloc(decl))
-    outer.append(Inst("memset", (acc._access(),), (M.operand(_IDENT[name], "loop_reduce", "init"),),
+    outer.append(Inst("memset", (acc.access(),), (M.operand(_IDENT[name], "loop_reduce", "init"),),
                       (("dtype", D.name_of(dt)),), None, loc))
     ctx.note_write(decl.name, loc)
     # why: an associative accumulation (like PSUM +=): acc = op(acc, x) through the acc mode,

@@ -23,8 +23,6 @@ Memory semantics that keep results honest:
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
@@ -37,6 +35,7 @@ from ..errors import (
 )
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
+from ..options import SimParams
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.registry import props
 from .access import CompiledAccess
@@ -53,31 +52,6 @@ __all__ = ["SimParams", "Program", "Buf", "SPECIAL"]
 # opcode -> factory(program, inst) -> run(state): instructions that need the interpreter's
 # memory access directly (indirect writes, collectives) instead of a value rule.
 SPECIAL: dict = {}
-
-
-@dataclass(frozen=True, kw_only=True)
-class SimParams:
-    """How to simulate.
-
-    Attributes:
-        uninitialized: ``"warn"`` (NaN-poison and warn) or ``"error"`` (raise) on reads of
-            memory nothing wrote.
-        shuffle_affine: run ``affine_range`` iterations in a random (seeded) order.
-        detect_races: check ``affine_range`` loops for loop-carried dependencies.
-        seed: seed of the random generator (``nl.rand``, ``dropout``, shuffling).
-        collective_timeout: seconds a program waits at a collective before failing.
-    """
-
-    uninitialized: Literal["warn", "error"] = "warn"
-    shuffle_affine: bool = False
-    detect_races: bool = True
-    seed: int = 0
-    collective_timeout: float = 60.0
-
-    def __post_init__(self):
-        if self.uninitialized not in ("warn", "error"):
-            raise ValueError(f"SimParams.uninitialized must be 'warn' or 'error', got "
-                             f"{self.uninitialized!r}")
 
 
 class _State:

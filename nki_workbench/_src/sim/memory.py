@@ -8,6 +8,7 @@ import functools
 import numpy as np
 
 from .. import dtypes as D
+from .. import platform as _platform
 
 __all__ = ["Buf", "poison", "decode_const", "tune_malloc", "storage", "LOW_FLOATS"]
 
@@ -44,24 +45,13 @@ def poison(shape, dtype_name: str):
     return np.full(shape, info.min if info.min < 0 else info.max, dtype=st)
 
 
-@functools.cache
 def tune_malloc():
-    """Keep freed tile buffers in glibc's heap instead of returning them to the OS.
+    """Apply the glibc heap tuning if it was asked for (:func:`..platform.tune_malloc`).
 
-    Every instruction result is a fresh numpy array of ~100 KiB-1 MiB; glibc serves those with
-    mmap/munmap by default, so each one costs page faults that dominated simulation time (an
-    element-wise op on a 128x1024 fp32 tile: 360 us with mmap, 60 us from the heap). Raising
-    the mmap and trim thresholds (mallopt) makes those allocations reuse freed heap memory.
-    A no-op where glibc is not the C library.
+    The simulators call this before running; by default it changes nothing.
     """
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        libc.mallopt(m_mmap_threshold, 64 << 20)
-        libc.mallopt(m_trim_threshold, 256 << 20)
-    except (OSError, AttributeError):
-        pass
+    if _platform.malloc_tuning_requested():
+        _platform.tune_malloc()
 
 
 def decode_const(decl):

@@ -19,6 +19,7 @@ from ..ir import Access, Inst, Scalar
 from ..ir import expr as E
 from . import context as C
 from .index import IndexExpr
+from .tensor import NkiTensor
 
 __all__ = ["operand", "mask_expr", "emit", "compute", "new_tile", "assign", "require_tile",
            "require_hbm", "refs", "SET_TEMP_REFS", "IADD_TEMP_REFS", "scalar_dtype", "dtype_of"]
@@ -26,11 +27,6 @@ __all__ = ["operand", "mask_expr", "emit", "compute", "new_tile", "assign", "req
 _ONCHIP = ("sbuf", "psum")
 # opcodes allowed to address SBUF/PSUM with run-time indices (nki.isa adds its dynamic copies)
 DYNAMIC_ONCHIP_OPS: set = set()
-
-
-def _tensor_cls():
-    from .tensor import NkiTensor
-    return NkiTensor
 
 
 # ----------------------------------------------------------------------------- temporaries
@@ -72,7 +68,7 @@ SET_TEMP_REFS, IADD_TEMP_REFS = _calibrate()
 # ----------------------------------------------------------------------------- operands
 def dtype_of(x):
     """NKI dtype of a tensor operand, or of a scalar per the weak-typing rules."""
-    if isinstance(x, _tensor_cls()):
+    if isinstance(x, NkiTensor):
         return x.dtype
     return scalar_dtype(x)
 
@@ -88,7 +84,7 @@ def scalar_dtype(x):
 
 def operand(x, api: str, arg: str):
     """IR operand for a kernel value (tensor view, scalar or index expression)."""
-    T = _tensor_cls()
+    T = NkiTensor
     ctx = C.require(api)
     if isinstance(x, T):
         x._check_live(api)
@@ -111,7 +107,7 @@ def operand(x, api: str, arg: str):
 def require_tile(x, api: str, arg: str):
     """``x`` must be an on-chip (SBUF/PSUM) tensor: ``err_unsupported_memory`` otherwise."""
     C.require(f"nl.{api}")
-    T = _tensor_cls()
+    T = NkiTensor
     if not isinstance(x, T):
         return
     if x.buffer not in _ONCHIP:
@@ -125,7 +121,7 @@ def require_tile(x, api: str, arg: str):
 def require_hbm(x, api: str, arg: str):
     """``x`` must be an HBM tensor: ``err_unsupported_memory`` otherwise."""
     C.require(f"nl.{api}")
-    T = _tensor_cls()
+    T = NkiTensor
     if not isinstance(x, T):
         raise NkiError(None, f"operand '{arg}' of '{api}' must be an HBM tensor, got "
                        f"{type(x).__name__}", user_location())
@@ -161,7 +157,7 @@ def new_tile(shape, dtype, buffer: str = "sbuf", name: str | None = None, api: s
     shape = tuple(int(s) for s in shape)
     check_onchip_shape(shape, 0, dtype, buffer, api)
     decl = ctx.declare(shape, D.name_of(D.canonical(dtype)), buffer, name=name)
-    return _tensor_cls()(ctx, decl.name)
+    return NkiTensor(ctx, decl.name)
 
 
 def check_onchip_shape(shape, par_dim: int, dtype, buffer: str, api: str):
@@ -218,7 +214,7 @@ def _mask_on_grid(m, values):
     if m is None:
         return m
     mapping = {}
-    T = _tensor_cls()
+    T = NkiTensor
     for v in values:
         if isinstance(v, T) and v._iota_map:
             for k, w in v._iota_map.items():
@@ -332,9 +328,12 @@ def _reduction_result(ctx, value) -> bool:
             and inst.outs[0].tensor == value._name)
 
 
-def assign(dst, value, acc: str | None = None, temp: bool = False):
-    """``dst[...] = value`` (or ``dst[...] += value`` with ``acc='add'``), fusing when possible."""
-    T = _tensor_cls()
+def assign(dst, value, acc: str | None = None, temp: bool = False, store=None):
+    """``dst[...] = value`` (or ``dst[...] += value`` with ``acc='add'``), fusing when possible.
+
+    ``store(dst, value)`` writes a tile into an HBM ``dst`` (the front end passes ``nl.store``).
+    """
+    T = NkiTensor
     ctx = C.require("assignment")
     dst._check_live("assignment")
     if isinstance(value, T) and value._inplace and value._access() == dst._access():
@@ -345,11 +344,13 @@ def assign(dst, value, acc: str | None = None, temp: bool = False):
     if isinstance(value, T):
         value._check_live("assignment")
         if dst.buffer not in _ONCHIP:
-            from ..lang import memory
             if acc is not None:
                 raise NkiError("err_unsupported_memory", "'+=' into an HBM tensor",
                                user_location(), "accumulate in SBUF/PSUM, then nl.store")
-            memory.store(dst, value)
+            if store is None:
+                raise NkiError("err_unsupported_memory", "assignment of a tile into an HBM "
+                               "tensor", user_location(), "use nl.store")
+            store(dst, value)
             return
         if any(E.dyns(e) for e in (dst._index or ())):
             raise NkiError("err_copy_dynamic_indirect_indices_not_natively_supported",

@@ -24,9 +24,9 @@ def _lift(x):
         return x.expr
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         return E.const(int(x))
-    from .tensor import NkiTensor, _dyn_expr
-    if isinstance(x, NkiTensor):
-        return _dyn_expr(x)  # why: `offsets[0, i] + iy` is a run-time index expression
+    lift = getattr(type(x), "__nki_index__", None)
+    if lift is not None:
+        return lift(x)  # why: an SBUF tile in `offsets[0, i] + iy` is a run-time index
     return None
 
 

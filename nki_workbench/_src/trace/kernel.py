@@ -13,23 +13,25 @@ Steps:
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import NkiError, _short
+from .. import tree as T
+from ..errors import NkiError, short_path
 from ..hw import get_target
 from ..ir import Kernel
 from . import context as C
 from .tensor import NkiTensor
 
-__all__ = ["Traced", "trace_kernel", "flatten_args", "TensorSpec", "is_tensor_like",
-           "TRACE_HOOKS"]
+__all__ = ["Traced", "trace_function", "flatten_args", "TensorSpec", "is_tensor_like",
+           "TRACE_HOOKS", "definition_location", "spec_key", "constants_of",
+           "specialisation_key"]
 
-# callables run on every finished trace (tests use it to round-trip every kernel's IR text)
+# callables run on every finished trace, after its passes (tests round-trip every kernel's IR
+# text through them); ``alloc.passes.trace_kernel`` calls them
 TRACE_HOOKS: list = []
 
 
@@ -77,23 +79,12 @@ def flatten_args(func, args, kwargs, hook=None):
     except TypeError as exc:
         raise NkiError(None, f"cannot call kernel '{func.__name__}': {exc}") from None
     bound.apply_defaults()
-    leaves = []
 
-    def walk(v, path):
-        if is_tensor_like(v, hook):
-            leaves.append((path, v))
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                walk(x, f"{path}_{k}")
-        elif isinstance(v, (list, tuple)):
-            for k, x in enumerate(v):
-                walk(x, f"{path}_{k}")
-        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
-            for f in dataclasses.fields(v):
-                walk(getattr(v, f.name), f"{path}_{f.name}")
+    def is_tensor(x):
+        return is_tensor_like(x, hook)
 
-    for name, v in bound.arguments.items():
-        walk(v, name)
+    leaves = [(p, x) for name, v in bound.arguments.items()
+              for p, x in T.leaves_with_paths(v, name, is_tensor) if is_tensor(x)]
     return bound, leaves
 
 
@@ -118,38 +109,20 @@ class Traced:
 
 
 def _rebuild(v, path, table, hook):
-    if is_tensor_like(v, hook):
-        return table[path]
-    if isinstance(v, dict):
-        return type(v)((k, _rebuild(x, f"{path}_{k}", table, hook)) for k, x in v.items())
-    if isinstance(v, (list, tuple)):
-        items = [_rebuild(x, f"{path}_{k}", table, hook) for k, x in enumerate(v)]
-        return items if isinstance(v, list) else (type(v)(*items) if hasattr(v, "_fields")
-                                                   else tuple(items))
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        new = {f.name: _rebuild(getattr(v, f.name), f"{path}_{f.name}", table, hook)
-               for f in dataclasses.fields(v) if f.init}
-        return dataclasses.replace(v, **new)
-    return v
+    return T.map_leaves(lambda p, _: table[p], v, lambda x: is_tensor_like(x, hook), path)
 
 
-def _constants(bound, hook):
+def constants_of(bound, hook=None) -> tuple:
+    """The compile-time constants of a bound call: ``(path, value)`` pairs (hashable values)."""
     out = []
 
     def walk(v, path):
         if is_tensor_like(v, hook):
             return
-        if isinstance(v, dict):
-            for k, x in v.items():
+        # why: containers of tensors are structure; a container of constants is one constant
+        if isinstance(v, dict) or (T.is_container(v) and _has_tensor(v, hook)):
+            for k, x in T.children(v):
                 walk(x, f"{path}_{k}")
-            return
-        if isinstance(v, (list, tuple)) and any(_has_tensor(x, hook) for x in v):
-            for k, x in enumerate(v):
-                walk(x, f"{path}_{k}")
-            return
-        if dataclasses.is_dataclass(v) and not isinstance(v, type) and _has_tensor(v, hook):
-            for f in dataclasses.fields(v):
-                walk(getattr(v, f.name), f"{path}_{f.name}")
             return
         try:
             hash(v)
@@ -167,15 +140,7 @@ def _constants(bound, hook):
 
 
 def _has_tensor(v, hook):
-    if is_tensor_like(v, hook):
-        return True
-    if isinstance(v, dict):
-        return any(_has_tensor(x, hook) for x in v.values())
-    if isinstance(v, (list, tuple)):
-        return any(_has_tensor(x, hook) for x in v)
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return any(_has_tensor(getattr(v, f.name), hook) for f in dataclasses.fields(v))
-    return False
+    return T.any_leaf(lambda x: is_tensor_like(x, hook), v)
 
 
 def _const_repr(v):
@@ -184,6 +149,24 @@ def _const_repr(v):
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
     return repr(v)
+
+
+def specialisation_key(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
+                       mapper=None) -> tuple:
+    """The one key a trace is cached under: what :func:`trace_function` would specialise on.
+
+    Args:
+        func: the kernel's Python function.
+        args: positional arguments of the call.
+        kwargs: keyword arguments of the call.
+        grid: SPMD launch grid.
+        target: platform target name (``None``: the default).
+        hook: optional predicate recognising framework tensors.
+        mapper: optional function mapping a framework tensor to ``(shape, dtype)``.
+    """
+    bound, leaves = flatten_args(func, args, kwargs or {}, hook)
+    return spec_key(func, leaves, constants_of(bound, hook), tuple(int(g) for g in grid),
+                    get_target(target).name, mapper)
 
 
 def spec_key(func, leaves, constants, grid, target, mapper=None):
@@ -201,9 +184,9 @@ def spec_key(func, leaves, constants, grid, target, mapper=None):
             target)
 
 
-def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
-                 mapper=None) -> Traced:
-    """Trace ``func(*args, **kwargs)`` into IR.
+def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
+                   mapper=None, begin=None, end=None) -> Traced:
+    """Trace ``func(*args, **kwargs)`` into IR (no passes: see ``alloc.passes.trace_kernel``).
 
     Args:
         func: the kernel's Python function.
@@ -213,6 +196,9 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
         target: ``"trn1"`` (default), ``"trn2"``...
         hook: optional predicate recognising framework tensors.
         mapper: optional function mapping a framework tensor to ``(shape, dtype)``.
+        begin: optional ``begin(func, ctx)`` run before the body (a front end copies the
+            kernel's decorator fields into ``ctx.attrs``).
+        end: optional ``end(ctx) -> dict`` of kernel attributes added after the body.
 
     Returns:
         Traced
@@ -228,12 +214,12 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
                            f"kernel '{func.__name__}' launched with a grid from inside another "
                            "kernel", hint="call the sub-kernel without a grid")
     bound, leaves = flatten_args(func, args, kwargs, hook)
-    constants = _constants(bound, hook)
+    constants = constants_of(bound, hook)
     key = spec_key(func, leaves, constants, grid, target, mapper)
     name = _kernel_name(func)
     ctx = C.TraceContext(name, target, grid, getattr(func, "__code__", None))
-    from .. import alloc as A  # lazy: the memory model imports the tracer
-    A.begin_trace(func, ctx)  # kernel decorator fields (ncc.force_auto_alloc...) -> ctx.attrs
+    if begin is not None:
+        begin(func, ctx)
     annotations = getattr(func, "__annotations__", {})
     mutable = {name for name, ann in annotations.items() if getattr(ann, "mutable", False)}
     table, params = {}, []
@@ -267,19 +253,17 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
     if constants:
         kattrs["constants"] = tuple((p, _const_repr(v)) for p, v in constants)
     kattrs["returns"] = returns
-    kattrs.update(A.kernel_attrs(ctx))  # compile_opts / allocator / directive_scopes, when set
+    if end is not None:
+        kattrs.update(end(ctx))
     kernel = Kernel(name, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
                     grid, target, tuple(sorted(kattrs.items())))
-    A.allocate_pending_tensors(kernel, _def_loc(func))  # allocation rules and SBUF/PSUM fit
-    traced = Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
-    for hook_fn in TRACE_HOOKS:
-        hook_fn(traced)
-    return traced
+    return Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
 
 
-def _def_loc(func):
+def definition_location(func) -> str | None:
+    """``file:line`` of a kernel function's definition (``None`` for non-Python callables)."""
     code = getattr(func, "__code__", None)
-    return f"{_short(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
+    return f"{short_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
 
 
 def _tile_as_output(ctx, t):

@@ -15,15 +15,9 @@ from ..errors import NkiError, user_location
 from ..ir import Access
 from ..ir import expr as E
 from . import context as C
-from . import emit as M
 from .index import DynSlice, IndexExpr
 
 __all__ = ["NkiTensor"]
-
-
-def _nl():
-    from .. import lang
-    return lang
 
 
 class NkiTensor:
@@ -90,6 +84,34 @@ class NkiTensor:
         """IR name of the underlying tensor."""
         return self._name
 
+    # read-only face for the front ends (nl, nisa, collectives): no reach-ins to the slots
+    @property
+    def decl(self):
+        """The IR declaration (:class:`~nki_workbench.ir.TensorDecl`) of the tensor viewed."""
+        return self._decl
+
+    @property
+    def index(self):
+        """One index expression per declared dimension, or ``None`` for the whole tensor."""
+        return self._index
+
+    @property
+    def is_index_tensor(self) -> bool:
+        """Whether this is an index expression (``nl.arange`` grid), not data."""
+        return self._is_index_tensor
+
+    def access(self) -> Access:
+        """The IR :class:`~nki_workbench.ir.Access` this view reads or writes."""
+        return self._access()
+
+    def check_live(self, api: str) -> None:
+        """Raise if the tensor may not be used here (other trace, out of scope, fused away)."""
+        self._check_live(api)
+
+    def mark_fresh(self) -> None:
+        """Mark a just-created result tile that an assignment may write straight into."""
+        self._fresh = True
+
     def __repr__(self):
         d = self._decl
         view = "" if self._index is None else " view"
@@ -137,10 +159,6 @@ class NkiTensor:
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key):
         return _subscript(self, key)
-
-    def __setitem__(self, key, value):
-        temp = M.refs(value) <= M.SET_TEMP_REFS
-        M.assign(_subscript(self, key), value, temp=temp)
 
     def __iter__(self):
         raise TypeError("NKI tensors are not iterable; loop over indices with nl.affine_range")
@@ -199,14 +217,6 @@ class NkiTensor:
                            view="bitcast", par_dim=d.par_dim)
         return NkiTensor(ctx, decl.name, scope=self._scope)
 
-    def astype(self, dtype) -> NkiTensor:
-        """A copy cast to ``dtype``."""
-        return _nl().copy(self, dtype=dtype)
-
-    def broadcast_to(self, shape) -> NkiTensor:
-        """Broadcast (numpy rules) to ``shape``."""
-        return _nl().broadcast_to(self, shape=shape)
-
     def expand_dims(self, axis) -> NkiTensor:
         """Insert size-1 dims at ``axis`` (int or tuple)."""
         axes = axis if isinstance(axis, (tuple, list)) else (axis,)
@@ -224,120 +234,23 @@ class NkiTensor:
                            f"{list(self._shape)}, expected {list(shape)}", user_location())
         return self
 
-    # ------------------------------------------------------------------ operators
-    def _op(self, name, other, reflected=False):
-        if not isinstance(other, (NkiTensor, int, float, bool, np.generic)):
-            return NotImplemented
-        f = getattr(_nl(), name)
-        return f(other, self) if reflected else f(self, other)
+    # Arithmetic, comparison and in-place operators, ``__setitem__``, ``astype`` and
+    # ``broadcast_to`` are installed by the front end (``nki_workbench._src.lang.operators``),
+    # as jax.numpy installs array methods on tracers: they are ``nl`` functions.
 
-    def __add__(self, o):
-        return self._op("add", o)
+    def inplace_view(self) -> NkiTensor:
+        """A new handle on this view, marked as the result of an in-place update (``t += x``).
 
-    def __radd__(self, o):
-        return self._op("add", o, True)
-
-    def __sub__(self, o):
-        return self._op("subtract", o)
-
-    def __rsub__(self, o):
-        return self._op("subtract", o, True)
-
-    def __mul__(self, o):
-        return self._op("multiply", o)
-
-    def __rmul__(self, o):
-        return self._op("multiply", o, True)
-
-    def __truediv__(self, o):
-        return self._op("divide", o)
-
-    def __rtruediv__(self, o):
-        return self._op("divide", o, True)
-
-    def __pow__(self, o):
-        return self._op("power", o)
-
-    def __rpow__(self, o):
-        return self._op("power", o, True)
-
-    def __mod__(self, o):
-        return self._op("mod", o)
-
-    def __lshift__(self, o):
-        return self._op("left_shift", o)
-
-    def __rshift__(self, o):
-        return self._op("right_shift", o)
-
-    def __and__(self, o):
-        return self._op("bitwise_and", o)
-
-    def __rand__(self, o):
-        return self._op("bitwise_and", o, True)
-
-    def __or__(self, o):
-        return self._op("bitwise_or", o)
-
-    def __ror__(self, o):
-        return self._op("bitwise_or", o, True)
-
-    def __xor__(self, o):
-        return self._op("bitwise_xor", o)
-
-    def __invert__(self):
-        return _nl().invert(self)
-
-    def __neg__(self):
-        return _nl().negative(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _nl().abs(self)
-
-    def __lt__(self, o):
-        return self._op("less", o)
-
-    def __le__(self, o):
-        return self._op("less_equal", o)
-
-    def __gt__(self, o):
-        return self._op("greater", o)
-
-    def __ge__(self, o):
-        return self._op("greater_equal", o)
-
-    def __eq__(self, o):
-        return self._op("equal", o)
-
-    def __ne__(self, o):
-        return self._op("not_equal", o)
-
-    # in-place: dst <- dst op value, written through (SBUF element-wise, PSUM accumulation)
-    def _iop(self, opname, value):
-        temp = M.refs(value) <= M.IADD_TEMP_REFS + 1
+        Python re-assigns what ``__iadd__`` returns (``t[i] = <result>``); the mark lets that
+        assignment recognise it has already been written through.
+        """
         view = NkiTensor(self._ctx, self._name, self._index, self._shape, self._scope)
-        if isinstance(value, (NkiTensor, int, float, bool, np.generic)):
-            M.assign(view, value, acc=opname, temp=temp)
-        else:
-            raise NkiError(None, f"cannot apply '{opname}' in place with a "
-                           f"{type(value).__name__}", user_location())
         view._inplace = True
         return view
 
-    def __iadd__(self, o):
-        return self._iop("add", o)
-
-    def __isub__(self, o):
-        return self._iop("subtract", o)
-
-    def __imul__(self, o):
-        return self._iop("multiply", o)
-
-    def __itruediv__(self, o):
-        return self._iop("divide", o)
+    def __nki_index__(self):
+        """The run-time index expression this SBUF tile stands for (``offsets[0, i] + iy``)."""
+        return _dyn_expr(self)
 
 
 # ----------------------------------------------------------------------------- subscripts
@@ -353,7 +266,7 @@ def _expand(key, ndim):
 def _slice_parts(item, size, dim, t):
     """(start expr, count, step) of a basic slice item over a dim of ``size``."""
     if isinstance(item, DynSlice):
-        return M.operand(item.start, "nl.ds", "start") if isinstance(item.start, IndexExpr) \
+        return _index_operand(item.start, "nl.ds") if isinstance(item.start, IndexExpr) \
             else E.const(int(item.start)), item.size, 1
     step = 1 if item.step is None else int(item.step)
     if step == 0:
@@ -380,8 +293,13 @@ def _slice_parts(item, size, dim, t):
 
 
 def _int_expr(x):
-    e = M.operand(x, "subscript", "index") if isinstance(x, IndexExpr) else E.const(int(x))
-    return e
+    return _index_operand(x, "subscript") if isinstance(x, IndexExpr) else E.const(int(x))
+
+
+def _index_operand(x: IndexExpr, api: str):
+    # why: an index expression is only meaningful inside a trace (same check as emit.operand)
+    C.require(api)
+    return x.expr
 
 
 def _classify(item):

@@ -1,0 +1,169 @@
+"""The one run path: ``run(traced, inputs, params)`` executes a traced kernel on arrays.
+
+Everything that simulates goes through here: ``simulate``/``run_traced`` (the numpy kernel
+modes), ``inspect``, the bridges' host callbacks, ``simulate_ranks`` and
+:func:`simulate_backend_config`. It picks the executor from :class:`~.options.SimParams`
+(``backend="numpy"`` interpreter or ``"jax"`` compiled program), runs it, then calls
+:data:`SIM_HOOKS`. Compiled programs are cached per kernel object, a bounded LRU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import warnings
+
+import numpy as np
+
+from . import dtypes as D
+from .caching import LRU
+from .encode import CACHE_SIZE, build_backend_config, decode_backend_config, encode_backend_config
+from .errors import NkiError
+from .ir import Kernel, parse
+from .options import SimParams, legacy_backend
+from .sim.interp import Program
+from .trace.kernel import Traced
+
+__all__ = ["run", "program_for", "package_outputs", "SIM_HOOKS", "simulate_backend_config",
+           "config_round_trip_hook", "PROGRAM_CACHE_SIZE"]
+
+SIM_HOOKS: list = []
+"""Callables ``fn(traced, inputs, params, outputs, backend)`` run after every simulation
+(``backend``: ``"numpy"``, ``"jax"`` or ``None`` for the environment's choice); tests use it to
+check the backend_config round trip of every kernel the suite simulates."""
+
+PROGRAM_CACHE_SIZE = 256
+"""Kernels whose compiled :class:`Program` is kept (least recently used are dropped)."""
+
+_PROGRAMS = LRU(PROGRAM_CACHE_SIZE)  # id(kernel) -> (kernel, Program)
+_PARSED = LRU(CACHE_SIZE)  # serialize_ir_string -> Program (a config's kernel)
+
+
+def program_for(kernel: Kernel | Traced) -> Program:
+    """The compiled :class:`Program` of a kernel (or a trace's kernel), cached on the kernel.
+
+    The cache holds the kernel object itself next to its program, so an id is never reused for
+    another kernel while its entry lives.
+    """
+    k = kernel.kernel if isinstance(kernel, Traced) else kernel
+    hit = _PROGRAMS.lookup(id(k))
+    if hit is not None and hit[0] is k:
+        return hit[1]
+    return _PROGRAMS.store(id(k), (k, Program(k)))[1]
+
+
+def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
+        observer=None, hooks: bool = True) -> dict:
+    """Execute ``traced`` on ``inputs`` and return every output by name.
+
+    Args:
+        traced: the trace (IR plus calling convention).
+        inputs: parameter name -> array (numpy or array-like).
+        params: :class:`SimParams`; its ``backend`` picks the executor.
+        observer: optional ``observer(inst, state)`` called before each executed instruction
+            (forces the interpreter).
+        hooks: run :data:`SIM_HOOKS` afterwards (``simulate_ranks`` does not: one rank's
+            kernel cannot be re-run alone, its collectives need the other ranks).
+
+    Returns:
+        dict: output tensor name -> numpy array (storage dtype).
+    """
+    backend = "numpy" if observer is not None else (params.backend if params else None)
+    outs = program_for(traced).run(inputs, params, observer=observer, backend=backend)
+    for hook in SIM_HOOKS if hooks else ():
+        hook(traced, inputs, params, outs, backend)
+    return outs
+
+
+def package_outputs(kernel, outs: dict, arrays):
+    """Simulator outputs in the kernel's calling convention.
+
+    Returns the single array, a tuple/list, or — legacy kernels — writes each output into the
+    matching array of ``arrays`` (parameter order) and returns ``None``.
+    """
+    returns = kernel.attr("returns", "single")
+    if returns == "none":
+        by_name = {d.name: a for d, a in zip(kernel.params, arrays, strict=True)}
+        for name in kernel.outputs:
+            dst = by_name[name]
+            dst[...] = D.cast(outs[name], dst.dtype) if dst.dtype != outs[name].dtype \
+                else outs[name]
+        return None
+    vals = [np.array(outs[n]) for n in kernel.outputs]
+    if returns == "single":
+        return vals[0]
+    return tuple(vals) if returns == "tuple" else vals
+
+
+def _program_of(text: str) -> Program:
+    prog = _PARSED.lookup(text)
+    return prog if prog is not None else _PARSED.store(text, Program(parse(text)))
+
+
+def simulate_backend_config(s, *arrays, params=None, backend=None):
+    """Rebuild a kernel from its backend_config alone and simulate it on numpy arrays.
+
+    The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``.
+
+    Args:
+        s: the base64 backend_config.
+        *arrays: one numpy array per kernel tensor parameter, in parameter order (the
+            config's ``serialize_dims["inputs"]``).
+        params: optional :class:`~nki_workbench.SimParams` (``backend=`` picks the simulator).
+        backend: deprecated spelling of ``params=SimParams(backend=...)``.
+
+    Returns:
+        What simulating the traced kernel returns: the output array, a tuple/list of them, or
+        ``None`` for a legacy kernel (whose output arrays are then written in place).
+    """
+    params = legacy_backend(params, backend, "simulate_backend_config")
+    cfg = decode_backend_config(s)
+    prog = _program_of(cfg["serialize_ir_string"])
+    k = prog.kernel
+    if len(arrays) != len(k.params):
+        names = ", ".join(d.name for d in k.params)
+        raise NkiError(None, f"kernel '{cfg['func_name']}' takes {len(k.params)} tensors "
+                       f"({names}); simulate_backend_config got {len(arrays)} arrays")
+    bad = [d.name for d, a in zip(k.params, arrays, strict=True) if not isinstance(a, np.ndarray)]
+    if bad:
+        raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
+                       f"for {', '.join(bad)}")
+    outs = prog.run({d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
+                    backend=params.backend if params else None)
+    return package_outputs(k, outs, arrays)
+
+
+_ROUND_TRIPPED: set = set()
+
+
+def config_round_trip_hook(traced: Traced, inputs: dict, params, outputs: dict,
+                           backend: str | None = None) -> None:
+    """Check that the backend_config alone reproduces a simulation (a :data:`SIM_HOOKS` entry).
+
+    For each distinct kernel (first simulation only) the config is built, decoded, parsed and
+    simulated on copies of the same inputs, by the same simulator backend; every output must be
+    byte-identical. Warnings and ``device_print`` output of the second run are suppressed.
+    Raises ``AssertionError``.
+    """
+    k = traced.kernel
+    if k in _ROUND_TRIPPED:
+        return
+    _ROUND_TRIPPED.add(k)
+    s = encode_backend_config(build_backend_config(traced, platform_target=k.target))
+    arrays = [np.array(inputs[d.name], copy=True) for d in k.params]
+    again = dataclasses.replace(params or SimParams(), backend=backend)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        back = simulate_backend_config(s, *arrays, params=again)
+    if traced.returns == "none":
+        index = {d.name: i for i, d in enumerate(k.params)}
+        back = [arrays[index[n]] for n in k.outputs]
+    elif traced.returns == "single":
+        back = [back]
+    for name, got in zip(k.outputs, back, strict=True):
+        want = np.asarray(outputs[name])
+        want = D.cast(want, got.dtype) if want.dtype != got.dtype else want
+        if got.shape != want.shape or got.tobytes() != want.tobytes():
+            raise AssertionError(f"backend_config round trip of kernel '{k.name}' changed "
+                                 f"output '{name}'")

@@ -1,0 +1,89 @@
+"""Run options shared by every layer: :class:`SimParams` (how to simulate).
+
+The one spelling of the simulator backend is ``SimParams(backend="numpy" | "jax")``;
+``backend=None`` leaves the choice to ``NKI_WORKBENCH_SIM_BACKEND`` (default numpy). The older
+``backend=`` / ``sim_backend=`` keywords of the run functions still work through
+:func:`legacy_backend`, with a :class:`DeprecationWarning`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["SimParams", "BACKENDS", "legacy_backend", "legacy_target"]
+
+BACKENDS = ("numpy", "jax")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimParams:
+    """How to simulate.
+
+    Attributes:
+        uninitialized: ``"warn"`` (NaN-poison and warn) or ``"error"`` (raise) on reads of
+            memory nothing wrote.
+        shuffle_affine: run ``affine_range`` iterations in a random (seeded) order.
+        detect_races: check ``affine_range`` loops for loop-carried dependencies.
+        seed: seed of the random generator (``nl.rand``, ``dropout``, shuffling).
+        collective_timeout: seconds a program waits at a collective before failing.
+        backend: ``"numpy"`` (the interpreter), ``"jax"`` (the IR compiled to one jitted JAX
+            program: same results) or ``None`` (``NKI_WORKBENCH_SIM_BACKEND``, default numpy).
+            Runs with an instruction observer always interpret.
+    """
+
+    uninitialized: Literal["warn", "error"] = "warn"
+    shuffle_affine: bool = False
+    detect_races: bool = True
+    seed: int = 0
+    collective_timeout: float = 60.0
+    backend: Literal["numpy", "jax"] | None = None
+
+    def __post_init__(self):
+        if self.uninitialized not in ("warn", "error"):
+            raise ValueError(f"SimParams.uninitialized must be 'warn' or 'error', got "
+                             f"{self.uninitialized!r}")
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise ValueError(f"SimParams.backend must be 'numpy', 'jax' or None, got "
+                             f"{self.backend!r}")
+
+
+def legacy_backend(params: SimParams | None, backend: str | None, api: str,
+                   keyword: str = "backend", stacklevel: int = 3) -> SimParams | None:
+    """``params`` with an old-style ``backend=`` keyword folded in (warning when it is given).
+
+    Args:
+        params: the caller's :class:`SimParams` (or ``None``).
+        backend: the deprecated keyword's value (``None``: not given).
+        api: the function's public name, for the warning.
+        keyword: the keyword's name (``"backend"`` or ``"sim_backend"``).
+        stacklevel: where the warning points (the user's call).
+
+    Returns:
+        ``params`` unchanged when ``backend`` is ``None``, else a copy with ``backend`` set.
+    """
+    if backend is None:
+        return params
+    warnings.warn(f"{api}({keyword}=...) is deprecated; pass params=SimParams(backend="
+                  f"{backend!r})", DeprecationWarning, stacklevel=stacklevel)
+    return dataclasses.replace(params or SimParams(), backend=backend)
+
+
+def legacy_target(platform_target: str | None, target: str | None, api: str,
+                  stacklevel: int = 3) -> str | None:
+    """``platform_target``, or the deprecated ``target=`` keyword's value (with a warning).
+
+    ``platform_target=`` is the one spelling of the target in every public function.
+
+    Raises:
+        TypeError: both keywords given.
+    """
+    if target is None:
+        return platform_target
+    if platform_target is not None:
+        raise TypeError(f"{api}() got both platform_target= and its deprecated spelling target=")
+    warnings.warn(f"{api}(target=...) is deprecated; pass platform_target={target!r}",
+                  DeprecationWarning, stacklevel=stacklevel)
+    return target
