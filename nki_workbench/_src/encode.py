@@ -33,7 +33,9 @@ import numpy as np
 
 from . import dtypes as D
 from .errors import NkiError
-from .ir import Inst, Kernel, Loop, parse, print_kernel
+from .ir import Inst, IRParseError, Kernel, Loop, parse, print_kernel
+from .ir.validate import CODE as INVALID_IR
+from .ir.validate import DEFAULT_BUDGET, estimate_work, over_budget
 from .trace.kernel import TensorSpec, Traced, trace_kernel
 
 __all__ = ["KERNEL_VERSION", "CONFIG_KEYS", "PLATFORM_TARGETS", "FALLBACK_WARNING", "CompileOpts",
@@ -321,26 +323,47 @@ def decode_backend_config(s) -> dict:
     return cfg
 
 
-_PARSED: OrderedDict = OrderedDict()  # serialize_ir_string -> Program (the config's kernel)
+_PARSED: OrderedDict = OrderedDict()  # serialize_ir_string -> (Program, work estimate)
+
+# why: whatever a malformed IR still trips over inside an executor must reach the caller as an
+# NkiError naming the kernel, never as a bare built-in exception from deep inside the simulator
+_EXECUTOR_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError,
+                    ZeroDivisionError, OverflowError, RecursionError, MemoryError)
 
 
 def _program_of(text: str):
     from .sim.interp import Program
-    prog = _PARSED.get(text)
-    if prog is None:
-        prog = Program(parse(text))
-        _PARSED[text] = prog
+    entry = _PARSED.get(text)
+    if entry is None:
+        kernel = parse(text)  # parses and validates (wb_invalid_ir)
+        estimate = estimate_work(kernel)
+        entry = (_guarded(kernel.name, Program, kernel), estimate)
+        _PARSED[text] = entry
         while len(_PARSED) > CACHE_SIZE:
             _PARSED.popitem(last=False)
     else:
         _PARSED.move_to_end(text)
-    return prog
+    return entry
 
 
-def simulate_backend_config(s, *arrays, params=None, backend=None):
+def _guarded(name: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except (NkiError, IRParseError):
+        raise
+    except _EXECUTOR_ERRORS as exc:
+        raise NkiError(INVALID_IR, f"kernel '{name}' from a backend_config could not be "
+                       f"simulated: {type(exc).__name__}: {exc}",
+                       hint="the IR was edited or comes from another tool; re-trace the "
+                       "kernel") from exc
+
+
+def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAULT_BUDGET):
     """Rebuild a kernel from its backend_config alone and simulate it on numpy arrays.
 
-    The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``.
+    The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``,
+    validated (:func:`nki_workbench.ir.validate`) and checked against ``budget`` before anything
+    runs.
 
     Args:
         s: the base64 backend_config.
@@ -349,15 +372,25 @@ def simulate_backend_config(s, *arrays, params=None, backend=None):
         params: optional :class:`~nki_workbench.SimParams`.
         backend: the simulator, ``"numpy"`` or ``"jax"`` (``None``: as
             ``NKI_WORKBENCH_SIM_BACKEND`` says, default numpy).
+        budget: a :class:`~nki_workbench.ir.Budget` limiting the estimated work (instruction
+            executions, elements, bytes); ``None`` for no limit.
 
     Returns:
         What simulating the traced kernel returns: the output array, a tuple/list of them, or
         ``None`` for a legacy kernel (whose output arrays are then written in place).
+
+    Raises:
+        ValueError: the config itself is malformed (see :func:`decode_backend_config`).
+        IRParseError: ``serialize_ir_string`` is not IR text.
+        NkiError: the IR breaks a rule or the budget (``wb_invalid_ir``), or the simulation
+            reports a kernel error.
     """
     from . import runtime
     cfg = decode_backend_config(s)
-    prog = _program_of(cfg["serialize_ir_string"])
+    prog, estimate = _program_of(cfg["serialize_ir_string"])
     k = prog.kernel
+    if budget is not None:
+        over_budget(k, estimate, budget)
     if len(arrays) != len(k.params):
         names = ", ".join(d.name for d in k.params)
         raise NkiError(None, f"kernel '{cfg['func_name']}' takes {len(k.params)} tensors "
@@ -366,9 +399,9 @@ def simulate_backend_config(s, *arrays, params=None, backend=None):
     if bad:
         raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
                        f"for {', '.join(bad)}")
-    outs = prog.run({d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
-                    backend=backend)
-    return runtime.package_outputs(k, outs, arrays)
+    outs = _guarded(k.name, prog.run, {d.name: a for d, a in zip(k.params, arrays, strict=True)},
+                    params, backend=backend)
+    return _guarded(k.name, runtime.package_outputs, k, outs, arrays)
 
 
 # ----------------------------------------------------------------------------- FrameworkKernel

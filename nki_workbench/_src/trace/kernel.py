@@ -23,6 +23,7 @@ from .. import dtypes as D
 from ..errors import NkiError, _short
 from ..hw import get_target
 from ..ir import Kernel
+from ..ir.validate import validate, validate_traces_enabled
 from . import context as C
 from .tensor import NkiTensor
 
@@ -272,6 +273,8 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
                     grid, target, tuple(sorted(kattrs.items())))
     A.allocate_pending_tensors(kernel, _def_loc(func))  # allocation rules and SBUF/PSUM fit
     traced = Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
+    if validate_traces_enabled():  # debug switch: NKI_WORKBENCH_VALIDATE_IR=1
+        validate(kernel)
     for hook_fn in TRACE_HOOKS:
         hook_fn(traced)
     return traced
