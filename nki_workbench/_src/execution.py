@@ -20,7 +20,9 @@ from . import dtypes as D
 from .caching import LRU
 from .encode import CACHE_SIZE, build_backend_config, decode_backend_config, encode_backend_config
 from .errors import NkiError
-from .ir import Kernel, parse
+from .ir import IRParseError, Kernel, parse
+from .ir.validate import CODE as INVALID_IR
+from .ir.validate import DEFAULT_BUDGET, estimate_work, over_budget
 from .options import SimParams, legacy_backend
 from .sim.interp import Program
 from .trace.kernel import Traced
@@ -96,15 +98,40 @@ def package_outputs(kernel, outs: dict, arrays):
     return tuple(vals) if returns == "tuple" else vals
 
 
-def _program_of(text: str) -> Program:
-    prog = _PARSED.lookup(text)
-    return prog if prog is not None else _PARSED.store(text, Program(parse(text)))
+# why: whatever a malformed IR still trips over inside an executor must reach the caller as an
+# NkiError naming the kernel, never as a bare built-in exception from deep inside the simulator
+_EXECUTOR_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError,
+                    ZeroDivisionError, OverflowError, RecursionError, MemoryError)
 
 
-def simulate_backend_config(s, *arrays, params=None, backend=None):
+def _program_of(text: str):
+    """``(Program, work estimate)`` of an IR text: parsed, validated (``wb_invalid_ir``)."""
+    entry = _PARSED.lookup(text)
+    if entry is None:
+        kernel = parse(text)  # parses and validates
+        entry = _PARSED.store(text, (_guarded(kernel.name, Program, kernel),
+                                     estimate_work(kernel)))
+    return entry
+
+
+def _guarded(name: str, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except (NkiError, IRParseError):
+        raise
+    except _EXECUTOR_ERRORS as exc:
+        raise NkiError(INVALID_IR, f"kernel '{name}' from a backend_config could not be "
+                       f"simulated: {type(exc).__name__}: {exc}",
+                       hint="the IR was edited or comes from another tool; re-trace the "
+                       "kernel") from exc
+
+
+def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAULT_BUDGET):
     """Rebuild a kernel from its backend_config alone and simulate it on numpy arrays.
 
-    The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``.
+    The Python kernel function is never called: the IR is parsed from ``serialize_ir_string``,
+    validated (:func:`nki_workbench.ir.validate`) and checked against ``budget`` before anything
+    runs.
 
     Args:
         s: the base64 backend_config.
@@ -112,15 +139,25 @@ def simulate_backend_config(s, *arrays, params=None, backend=None):
             config's ``serialize_dims["inputs"]``).
         params: optional :class:`~nki_workbench.SimParams` (``backend=`` picks the simulator).
         backend: deprecated spelling of ``params=SimParams(backend=...)``.
+        budget: a :class:`~nki_workbench.ir.Budget` limiting the estimated work (instruction
+            executions, elements, bytes); ``None`` for no limit.
 
     Returns:
         What simulating the traced kernel returns: the output array, a tuple/list of them, or
         ``None`` for a legacy kernel (whose output arrays are then written in place).
+
+    Raises:
+        ValueError: the config itself is malformed (see :func:`decode_backend_config`).
+        IRParseError: ``serialize_ir_string`` is not IR text.
+        NkiError: the IR breaks a rule or the budget (``wb_invalid_ir``), or the simulation
+            reports a kernel error.
     """
     params = legacy_backend(params, backend, "simulate_backend_config")
     cfg = decode_backend_config(s)
-    prog = _program_of(cfg["serialize_ir_string"])
+    prog, estimate = _program_of(cfg["serialize_ir_string"])
     k = prog.kernel
+    if budget is not None:
+        over_budget(k, estimate, budget)
     if len(arrays) != len(k.params):
         names = ", ".join(d.name for d in k.params)
         raise NkiError(None, f"kernel '{cfg['func_name']}' takes {len(k.params)} tensors "
@@ -129,9 +166,9 @@ def simulate_backend_config(s, *arrays, params=None, backend=None):
     if bad:
         raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
                        f"for {', '.join(bad)}")
-    outs = prog.run({d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
-                    backend=params.backend if params else None)
-    return package_outputs(k, outs, arrays)
+    outs = _guarded(k.name, prog.run, {d.name: a for d, a in zip(k.params, arrays, strict=True)},
+                    params, backend=params.backend if params else None)
+    return _guarded(k.name, package_outputs, k, outs, arrays)
 
 
 _ROUND_TRIPPED: set = set()

@@ -2,11 +2,12 @@
 
 :func:`trace_kernel` runs the tracer (``trace.kernel.trace_function``) with the allocation
 surface's decorator fields, then the allocation pass (kernel-level rules and SBUF/PSUM
-placement; errors raise), then the trace hooks. The tracer itself knows nothing of allocation.
+placement; errors raise), then (with ``NKI_WORKBENCH_VALIDATE_IR=1``) the IR validator, then the trace hooks. The tracer itself knows nothing of allocation.
 """
 
 from __future__ import annotations
 
+from ..ir.validate import validate, validate_traces_enabled
 from ..trace.kernel import TRACE_HOOKS, Traced, definition_location, trace_function
 from .allocator import allocate_pending_tensors
 from .kernel_opts import begin_trace, kernel_attrs
@@ -33,6 +34,8 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
     traced = trace_function(func, args, kwargs, grid=grid, target=target, hook=hook,
                             mapper=mapper, begin=begin_trace, end=kernel_attrs)
     allocate_pending_tensors(traced.kernel, definition_location(func))
+    if validate_traces_enabled():  # debug switch: NKI_WORKBENCH_VALIDATE_IR=1
+        validate(traced.kernel)
     for hook_fn in TRACE_HOOKS:
         hook_fn(traced)
     return traced

@@ -1,11 +1,12 @@
-"""The IR: node types, opcode table, text printer and parser (round-tripping)."""
+"""The IR: node types, opcode table, text printer and parser (round-tripping), validator."""
 
 from . import expr
 from .nodes import Access, Alloc, Inst, Kernel, Loop, Scalar, TensorDecl, walk_insts, walk_stmts
 from .opcodes import OPCODES, OpInfo, opinfo, register
 from .parser import IRParseError, parse, parse_expr
 from .printer import format_inst, print_kernel
+from .validate import InvalidIRError, validate
 
 __all__ = ["expr", "Access", "Alloc", "Inst", "Kernel", "Loop", "Scalar", "TensorDecl",
            "walk_insts", "walk_stmts", "OPCODES", "OpInfo", "opinfo", "register", "IRParseError",
-           "parse", "parse_expr", "format_inst", "print_kernel"]
+           "parse", "parse_expr", "format_inst", "print_kernel", "InvalidIRError", "validate"]

@@ -12,6 +12,7 @@ import re
 import threading
 
 from . import expr as E
+from . import validate as _validate
 from .nodes import Access, Alloc, Inst, Kernel, Loop, Scalar, TensorDecl
 
 __all__ = ["parse", "parse_expr", "IRParseError"]
@@ -332,7 +333,7 @@ def _lines(text: str):
     return out
 
 
-def _block(lines, pos: int, depth: int):
+def _block(lines, pos: int, depth: int, where: dict, line: list):
     body = []
     while pos < len(lines):
         n, d, text = lines[pos]
@@ -340,7 +341,9 @@ def _block(lines, pos: int, depth: int):
             break
         if d > depth:
             raise IRParseError(f"line {n}: unexpected indentation")
+        line[0] = n
         t = _Tokens(text, n)
+        size = len(body)
         head = t.peek()[1]
         if head == "pass" and len(t.toks) == 1:
             pos += 1
@@ -363,21 +366,68 @@ def _block(lines, pos: int, depth: int):
             t.expect(")")
             attrs = _attrs(t)
             t.expect(":")
-            inner, pos = _block(lines, pos + 1, depth + 1)
+            inner, pos = _block(lines, pos + 1, depth + 1, where, line)
             body.append(Loop(var, start, stop, step, kind[:-len("_range")], tuple(inner),
                              t.comment, attrs))
         else:
             body.append(_inst(t))
             pos += 1
+        if len(body) > size:
+            where[id(body[-1])] = n
     return body, pos
 
 
-def parse(text: str) -> Kernel:
-    """Parse the text form of a kernel (as printed by ``print_kernel``)."""
+# why: a mutated text can make the literal/expression readers or the node constructors fail
+# in many ways (a shape that is not a tuple, an unknown decl key, a zero step, deep nesting);
+# each becomes an IRParseError naming the line instead of escaping as a bare built-in error
+_READ_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError,
+                OverflowError, RecursionError, SyntaxError, MemoryError)
+
+
+def parse(text: str, *, validate: bool = True, opcodes: dict | None = None) -> Kernel:
+    """Parse the text form of a kernel (as printed by ``print_kernel``).
+
+    Args:
+        text: the IR text.
+        validate: check the kernel with :func:`~.validate.validate` (on by default; turn it off
+            only to read IR that is deliberately outside the rules, e.g. printer edge cases).
+        opcodes: the opcode table the validator checks against (default: the registry).
+
+    Returns:
+        The kernel.
+
+    Raises:
+        IRParseError: the text is not IR (the message names the line).
+        InvalidIRError: the text is IR but breaks a rule (``NkiError`` code ``wb_invalid_ir``,
+            naming the instruction and its line).
+    """
+    if not isinstance(text, str):
+        raise IRParseError(f"IR text must be a str, got {type(text).__name__}")
+    where: dict = {}
+    line = [None]
+    try:
+        kernel = _parse(text, where, line)
+    except IRParseError:
+        raise
+    except _READ_ERRORS as exc:
+        at = f"line {line[0]}: " if line[0] is not None else ""
+        raise IRParseError(f"{at}{type(exc).__name__}: {_short(exc)}") from None
+    if validate:
+        _validate.validate(kernel, opcodes=opcodes, lines=where)
+    return kernel
+
+
+def _short(exc) -> str:
+    text = str(exc)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _parse(text: str, where: dict, line: list) -> Kernel:
     lines = _lines(text)
     if not lines:
         raise IRParseError("empty IR text")
     n, _, head = lines[0]
+    line[0] = n
     t = _Tokens(head, n)
     t.expect("kernel")
     name = t.name()
@@ -388,18 +438,30 @@ def parse(text: str) -> Kernel:
     t.expect("=")
     target = t.name()
     attrs = _attrs(t)
+    if not isinstance(grid, tuple):
+        raise t.error("the grid must be a tuple")
     pos = 1
     params = []
     while pos < len(lines) and lines[pos][2].startswith("param "):
+        line[0] = lines[pos][0]
         pt = _Tokens(lines[pos][2], lines[pos][0])
         pt.next()
         params.append(_decl(pt))
+        where[id(params[-1])] = lines[pos][0]
         pos += 1
-    body, pos = _block(lines, pos, 1)
+    body, pos = _block(lines, pos, 1, where, line)
     if pos >= len(lines) or not lines[pos][2].startswith("return"):
         raise IRParseError(f"line {lines[min(pos, len(lines) - 1)][0]}: expected 'return'")
+    line[0] = lines[pos][0]
     rt = _Tokens(lines[pos][2], lines[pos][0])
     rt.next()
     outputs = _value(rt)
+    if not isinstance(outputs, tuple):
+        raise rt.error("'return' takes a tuple of tensor names")
+    if not rt.at_end():
+        raise rt.error("trailing text after 'return'")
+    if pos + 1 < len(lines):
+        raise IRParseError(f"line {lines[pos + 1][0]}: text after 'return'")
     return Kernel(name, tuple(params), tuple(body), tuple(outputs), tuple(grid), target,
                   tuple(attrs))
+
