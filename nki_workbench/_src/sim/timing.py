@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import gc
 import math
 import warnings
@@ -34,7 +35,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as D
-from ..hw.cost import CostTarget, cost_target, price
+from ..hw.cost import CostTarget, OpView, cost_target, partition_broadcast, price
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_stmts
 from ..ir import expr as E
 from .interp import Program, SimParams
@@ -172,9 +173,9 @@ class _Static:
     __slots__ = ("inst", "price", "reads", "writes", "loops", "track", "engine", "acc",
                  "ports", "psum", "part")
 
-    def __init__(self, inst, decls, scopes, loops, t: CostTarget):
+    def __init__(self, inst, decls, scopes, loops, t: CostTarget, pdecls=None):
         self.inst = inst
-        self.price = price(inst, decls, t)
+        self.price = price(inst, decls if pdecls is None else pdecls, t)
         self.engine = self.price.engine
         self.track = TRACK_NAMES.get(self.engine, self.engine)
         self.loops = loops
@@ -235,6 +236,24 @@ def _scopes_and_loops(body, stack=(), scopes=None, loops=None):
         else:
             loops[id(s)] = stack
     return scopes, loops
+
+
+def _priced_decls(kernel: Kernel, decls: dict) -> dict:
+    """Declarations as the cost formulas see them: a partition broadcast's result in PSUM.
+
+    why: a partition broadcast runs as a TensorE matmul whose result stays in PSUM, so its
+    consumers read one operand from PSUM (hw §2.2 [A1] partition broadcast; hw §3
+    tensor_tensor's one-PSUM-input case).
+    """
+    moved = {}
+    for st in walk_stmts(kernel.body):
+        if isinstance(st, Inst) and st.op == "broadcast_to" and \
+                partition_broadcast(OpView.of(st, decls)):
+            for x in st.outs:
+                d = decls.get(getattr(x, "tensor", None))
+                if d is not None and d.buffer == "sbuf" and d.base is None:
+                    moved[d.name] = dataclasses.replace(d, buffer="psum")
+    return {**decls, **moved} if moved else decls
 
 
 def _zeros(kernel: Kernel) -> dict:
@@ -307,6 +326,7 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     if simulate is None:
         simulate = inputs is not None or _data_dependent(kernel)
     decls = kernel.decls()
+    pdecls = _priced_decls(kernel, decls)
     scopes, loops = _scopes_and_loops(kernel.body)
     statics: dict = {}
     per_pid: dict = {}
@@ -314,7 +334,8 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     def observe(inst, st):
         s = statics.get(id(inst))
         if s is None:
-            s = statics[id(inst)] = _Static(inst, decls, scopes, loops.get(id(inst), ()), t)
+            s = statics[id(inst)] = _Static(inst, decls, scopes, loops.get(id(inst), ()), t,
+                                                 pdecls)
         if s.engine == "none":
             return
         env, pid, dyn = st.env, st.pid, st.dyn

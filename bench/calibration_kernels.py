@@ -1,0 +1,301 @@
+"""Our own kernels with the structure of the publicly measured NKI kernels (calibration rows).
+
+Each function reproduces the loop nest, tiling, engines and DMA pattern of one kernel whose
+device latency is published (see ``docs/calibration.md``); they are written against
+``nki_workbench.nki`` and are not copies of the public sources. :data:`BUILDERS` maps a
+calibration row's ``kernel`` name to a function ``(row) -> (kernel function, arguments)``
+building the inputs the row names (shapes, dtype; values are zeros: latency does not depend on
+them, except the resize kernel's gather indices, which the kernel computes itself).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import nki_workbench.nki.isa as nisa
+import nki_workbench.nki.language as nl
+
+P = 128
+_DT = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+       "float8_e4m3": ml_dtypes.float8_e4m3fn}
+
+
+# ------------------------------------------------------------------ nki-samples: vision
+def adaptive_avg_pool2d(x, oh, ow):
+    """Adaptive average pooling of ``x [N, C, H, W]`` to ``[N, C, oh, ow]``.
+
+    (N*C) rows on partitions, one DMA per pooling window (at most 128 x 128 per DMA) into one
+    staging tile, a free-axis sum per window added to an fp32 accumulator, the mean written
+    into an output tile stored once per row tile.
+    """
+    n, c, h, w = x.shape
+    rows = n * c
+    out = nl.ndarray((n, c, oh, ow), dtype=x.dtype, buffer=nl.shared_hbm)
+    xf = x.reshape((rows, h, w))
+    of = out.reshape((rows, oh, ow))
+    hs = [(i * h) // oh for i in range(oh)]
+    he = [((i + 1) * h + oh - 1) // oh for i in range(oh)]
+    ws = [(j * w) // ow for j in range(ow)]
+    we = [((j + 1) * w + ow - 1) // ow for j in range(ow)]
+    ph = min(max(e - s for s, e in zip(hs, he, strict=True)), P)
+    pw = min(max(e - s for s, e in zip(ws, we, strict=True)), P)
+    pr = min(rows, P)
+    for rt in nl.affine_range((rows + pr - 1) // pr):
+        r0 = rt * pr
+        stage = nl.ndarray((nl.par_dim(pr), ph, pw), dtype=x.dtype, buffer=nl.sbuf)
+        res = nl.ndarray((nl.par_dim(pr), oh, ow), dtype=x.dtype, buffer=nl.sbuf)
+        for i in nl.static_range(oh):
+            for j in nl.static_range(ow):
+                wh, ww = he[i] - hs[i], we[j] - ws[j]
+                acc = nl.zeros((pr, 1), dtype=nl.float32, buffer=nl.sbuf)
+                for a in nl.sequential_range((wh + P - 1) // P):
+                    th = min(wh, P)
+                    for b in nl.sequential_range((ww + P - 1) // P):
+                        tw = min(ww, P)
+                        h0, w0 = hs[i] + a * th, ws[j] + b * tw
+                        nisa.dma_copy(dst=stage[:, 0:th, 0:tw],
+                                      src=xf[r0:r0 + pr, h0:h0 + th, w0:w0 + tw])
+                        part = nl.sum(stage[:, 0:th, 0:tw], axis=[1, 2])
+                        acc[:, :] = acc[:, :] + part
+                res[:, i, j] = nl.divide(acc, float(wh * ww))
+        nl.store(of[r0:r0 + pr, :, :], value=res)
+    return out
+
+
+def resize_nearest(x, out_shape):
+    """Nearest-neighbour resize of ``x [B, H, W, C]`` to ``out_shape`` (non-integer scale).
+
+    Output pixels on partitions (128 per tile), channels on the free axis: the source pixel
+    index of every partition is computed on-chip (iota, divide/floor, mod, scale, floor) and the
+    rows are gathered with one indirect DMA, then stored with a mask for the ragged last tile.
+    """
+    b_, h, w, c = x.shape
+    ob, oh, ow, oc = out_shape
+    out = nl.ndarray(out_shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    src = x.reshape((b_, h * w, c))
+    dst = out.reshape((ob, oh * ow, oc))
+    npix = oh * ow
+    i_p = nl.arange(P)[:, None]
+    i_c = nl.arange(c)[None, :]
+    for bi in nl.affine_range(ob):
+        for t in nl.affine_range((npix + P - 1) // P):
+            pos = nisa.iota(t * P + i_p, dtype=nl.int32)
+            row = nl.floor(nl.divide(pos, float(ow)), dtype=nl.int32)
+            col = nl.mod(pos, ow, dtype=nl.int32)
+            sr = nl.floor(nl.multiply(row, h / oh, dtype=nl.float32), dtype=nl.int32)
+            sc = nl.floor(nl.multiply(col, w / ow, dtype=nl.float32), dtype=nl.int32)
+            idx = nl.add(nl.multiply(sr, w, dtype=nl.int32), sc, dtype=nl.int32)
+            live = t * P + i_p < npix
+            tile = nl.load(src[bi, idx[i_p, 0], i_c], mask=live)
+            nl.store(dst[bi, t * P + i_p, i_c], value=tile, mask=live)
+    return out
+
+
+# ------------------------------------------------------------------ nki-samples: fused linear
+def rmsnorm_matmul(hidden, weights):
+    """RMSNorm of ``hidden [B, S, D]`` rows followed by ``@ weights [D, E]``.
+
+    Per 128-row tile: load, square-and-sum on ScalarE, 1/sqrt(mean + eps), scale, TensorE
+    transposes of the normalised rows into [D-chunk, 128] tiles, a PSUM accumulation of the
+    matmul over the D chunks, copy out and store. Weights are loaded once.
+    """
+    bsz, s, d = hidden.shape
+    e = weights.shape[1]
+    kt = d // P
+    out = nl.ndarray((bsz, s, e), dtype=hidden.dtype, buffer=nl.shared_hbm)
+    wt = nl.ndarray((nl.par_dim(P), kt, e), dtype=weights.dtype, buffer=nl.sbuf)
+    for k in nl.affine_range(kt):
+        wt[:, k, :] = nl.load(weights[k * P:(k + 1) * P, :])
+    for bi in nl.affine_range(bsz):
+        for r in nl.affine_range(s // P):
+            x = nl.load(hidden[bi, r * P:(r + 1) * P, :])
+            sq = nl.ndarray((P, d), dtype=nl.float32, buffer=nl.sbuf)
+            ss = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+            sq[...] = nisa.activation_reduce(op=nl.square, data=x, reduce_op=nl.add,
+                                             reduce_res=ss)
+            inv = nisa.activation(op=nl.rsqrt, data=ss, scale=1.0 / d, bias=None)
+            xn = nisa.tensor_scalar(x, nl.multiply, inv, dtype=hidden.dtype)
+            xt = nl.ndarray((nl.par_dim(P), kt, P), dtype=hidden.dtype, buffer=nl.sbuf)
+            for k in nl.affine_range(kt):
+                xt[:, k, :] = nl.copy(nisa.nc_transpose(xn[:, k * P:(k + 1) * P]),
+                                      dtype=hidden.dtype)
+            ps = nl.zeros((P, e), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(kt):
+                ps += nisa.nc_matmul(xt[:, k, :], wt[:, k, :])
+            nl.store(out[bi, r * P:(r + 1) * P, :], value=nl.copy(ps, dtype=hidden.dtype))
+    return out
+
+
+# ------------------------------------------------------------------ nki-samples: attention
+def sd_attention(q, k, v):
+    """Softmax attention with small head size: ``q [B, d, S]``, ``k, v [B, S, d]`` ->
+    ``[B, S, d]`` (one batch; the Stable Diffusion kernel's structure).
+
+    V and Q are loaded once (Q pre-scaled, bf16), K with a transposing DMA; per 128-query tile:
+    QK^T per 128-key block on TensorE (PSUM -> SBUF copy, negated block max), the row max,
+    one exp over the whole row with the max as bias, the row sum, a bf16 copy, TensorE
+    transposes of the probabilities, PV accumulated in PSUM, a transpose back, the division by
+    the sum and a store.
+    """
+    _, d, s = q.shape
+    nt = s // P
+    kdt = q.dtype
+    pe = nl.bfloat16
+    out = nl.ndarray((1, s, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    vt = nl.ndarray((nl.par_dim(P), nt, d), dtype=pe, buffer=nl.sbuf)
+    for j in nl.affine_range(nt):
+        vt[:, j, :] = nl.load(v[0, j * P:(j + 1) * P, :], dtype=pe)
+    ql = nl.ndarray((nt, nl.par_dim(d), P), dtype=pe, buffer=nl.sbuf)
+    for i in nl.affine_range(nt):
+        ql[i, :, :] = nl.multiply(nl.load(q[0, :, i * P:(i + 1) * P]), 0.125, dtype=pe)
+    kl = nl.ndarray((nt, nl.par_dim(d), P), dtype=pe, buffer=nl.sbuf)
+    for j in nl.affine_range(nt):
+        kl[j, :, :] = nl.load_transpose2d(k[0, j * P:(j + 1) * P, :], dtype=pe)
+    for i in nl.affine_range(nt):
+        qk = nl.ndarray((nl.par_dim(P), s), dtype=kdt, buffer=nl.sbuf)
+        nmax = nl.ndarray((nl.par_dim(P), nt), dtype=kdt, buffer=nl.sbuf)
+        for j in nl.affine_range(nt):
+            ps = nl.zeros((P, P), nl.float32, buffer=nl.psum)
+            ps += nisa.nc_matmul(ql[i, :, :], kl[j, :, :])
+            qk[:, j * P:(j + 1) * P] = nl.copy(ps, dtype=kdt)
+            nmax[:, j:j + 1] = nisa.tensor_reduce(nl.max, qk[:, j * P:(j + 1) * P], axis=(1,),
+                                                  negate=True, keepdims=True)
+        bias = nisa.tensor_reduce(nl.min, nmax, axis=(1,), keepdims=True)
+        ex = nisa.activation(op=nl.exp, data=qk, bias=bias, scale=1.0)
+        tot = nisa.tensor_reduce(nl.add, ex, axis=(1,), keepdims=True)
+        prob = nl.copy(ex, dtype=pe)
+        recip = nl.copy(nl.divide(1.0, tot).broadcast_to((P, d)), dtype=kdt)
+        pt = nl.ndarray((nl.par_dim(P), nt, P), dtype=pe, buffer=nl.sbuf)
+        for j in nl.affine_range(nt):
+            pt[:, j, :] = nl.copy(nisa.nc_transpose(prob[:, j * P:(j + 1) * P]), dtype=pe)
+        acc = nl.zeros((d, P), nl.float32, buffer=nl.psum)
+        for j in nl.affine_range(nt):
+            acc += nisa.nc_matmul(vt[:, j, :], pt[:, j, :])
+        at = nl.copy(acc, dtype=pe)
+        res = nl.multiply(nisa.nc_transpose(at), recip, dtype=kdt)
+        nl.store(out[0, i * P:(i + 1) * P, :], value=res)
+    return out
+
+
+# ------------------------------------------------------------------ NKI tutorials: mamba
+def mamba(delta, u, a, b, c, version=2, seq_tile=512):
+    """The Mamba selective-scan layer (``delta, u [B, C, S]``, ``a [C, N]``, ``b, c [B, N, S]``).
+
+    ``version`` 1: states outermost, channel tiles inside, inputs reloaded per state, one
+    accumulator per channel tile; 2: channel tiles outermost, inputs loaded once per tile;
+    3: as 2 with the sequence split into ``seq_tile`` chunks, the scan carried across chunks.
+    Per (tile, state): exp(delta * A) on ScalarE, delta*u, *B, the scan, *C and the
+    accumulation on VectorE.
+    """
+    bsz, ch, s = delta.shape
+    ns = a.shape[1]
+    nct = ch // P
+    out = nl.ndarray((bsz, ch, s), dtype=delta.dtype, buffer=nl.shared_hbm)
+
+    def step(d_i, u_i, a_i, bi, st, c0, acc, s0, n, init):
+        da = nisa.activation(op=nl.exp, data=d_i, scale=a_i)
+        b_s = nl.load(b[bi, st:st + 1, s0:s0 + n])
+        du = nisa.tensor_tensor(d_i, u_i, op=nl.multiply)
+        dbu = nisa.tensor_tensor(du, b_s.broadcast_to((P, n)), op=nl.multiply)
+        h = nisa.tensor_tensor_scan(da, dbu, initial=init, op0=np.multiply, op1=np.add)
+        c_s = nl.load(c[bi, st:st + 1, s0:s0 + n])
+        acc[:, s0:s0 + n] += nisa.tensor_tensor(h, c_s.broadcast_to((P, n)), op=nl.multiply)
+        return h
+
+    for bi in nl.affine_range(bsz):
+        if version == 1:
+            accs = nl.zeros((nct, nl.par_dim(P), s), dtype=delta.dtype)
+            for st in nl.affine_range(ns):
+                for ct in nl.affine_range(nct):
+                    c0 = ct * P
+                    d_i = nl.load(delta[bi, c0:c0 + P, :])
+                    a_i = nl.load(a[c0:c0 + P, st])
+                    u_i = nl.load(u[bi, c0:c0 + P, :])
+                    step(d_i, u_i, a_i, bi, st, c0, accs[ct], 0, s, 0)
+            for ct in nl.affine_range(nct):
+                nl.store(out[bi, ct * P:(ct + 1) * P, :], accs[ct])
+            continue
+        for ct in nl.affine_range(nct):
+            c0 = ct * P
+            acc = nl.zeros((nl.par_dim(P), s), dtype=delta.dtype)
+            d_i = nl.load(delta[bi, c0:c0 + P, :])
+            u_i = nl.load(u[bi, c0:c0 + P, :])
+            for st in nl.affine_range(ns):
+                a_i = nl.load(a[c0:c0 + P, st])
+                if version == 2:
+                    step(d_i, u_i, a_i, bi, st, c0, acc, 0, s, 0)
+                    continue
+                carry = nl.zeros((P, 1), dtype=delta.dtype)
+                for t in nl.static_range(s // seq_tile):
+                    s0 = t * seq_tile
+                    h = step(d_i[:, s0:s0 + seq_tile], u_i[:, s0:s0 + seq_tile], a_i, bi, st,
+                             c0, acc, s0, seq_tile, carry)
+                    carry[...] = h[:, seq_tile - 1:seq_tile]
+            nl.store(out[bi, c0:c0 + P, :], acc)
+    return out
+
+
+# ------------------------------------------------------------------ NKI docs: micro kernels
+def dependent_chain(x, n):
+    """``n`` back-to-back activations on one element per partition, each reading the last."""
+    t = nl.load(x)
+    for _ in nl.static_range(n):
+        t = nisa.activation(op=nl.copy, data=t, scale=1.0)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+def dma_exp(x):
+    """Load ``x [4, 4096]`` with one DMA, exp on ScalarE, store (the DMA overview example)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=nl.exp(t))
+    return out
+
+
+# ------------------------------------------------------------------ row -> (kernel, args)
+def _z(shape, dtype):
+    return np.zeros(tuple(shape), _DT[dtype])
+
+
+def _matmul_variants():
+    """The tutorial matmul variants of tests/sim/test_timing_matmul.py (one definition)."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / "sim" / "test_timing_matmul.py"
+    spec = importlib.util.spec_from_file_location("timing_matmul_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _mamba_args(row):
+    p, dt = row["params"], row["dtype"]
+    b, c, s, n = p["batch"], p["channels"], p["seq"], p["state"]
+    return (_z((b, c, s), dt), _z((b, c, s), dt), _z((c, n), dt), _z((b, n, s), dt),
+            _z((b, n, s), dt), p["version"])
+
+
+def build(row):
+    """``(function, args)`` for a calibration row."""
+    k, p, dt = row["kernel"], row["params"], row["dtype"]
+    if k == "adaptive_avg_pool2d":
+        return adaptive_avg_pool2d, (_z(p["x"], dt), p["oh"], p["ow"])
+    if k == "resize_nearest":
+        return resize_nearest, (_z(p["x"], dt), tuple(p["out_shape"]))
+    if k == "rmsnorm_matmul":
+        return rmsnorm_matmul, (_z(p["hidden"], dt), _z(p["weights"], dt))
+    if k == "sd_attention":
+        return sd_attention, (_z(p["q"], dt), _z(p["k"], dt), _z(p["v"], dt))
+    if k.startswith("mm_"):
+        return getattr(_matmul_variants(), k), (_z(p["lhsT"], dt), _z(p["rhs"], dt))
+    if k == "mamba":
+        return mamba, _mamba_args(row)
+    if k == "dependent_chain":
+        return dependent_chain, (_z((P, 1), dt), p["n"])
+    if k == "dma_exp":
+        return dma_exp, (_z(p["x"], dt),)
+    raise KeyError(f"no calibration kernel named {k!r}")
