@@ -168,7 +168,7 @@ def sd_attention(q, k, v):
         recip = nl.copy(nl.divide(1.0, tot).broadcast_to((P, d)), dtype=kdt)
         pt = nl.ndarray((nl.par_dim(P), nt, P), dtype=pe, buffer=nl.sbuf)
         for j in nl.affine_range(nt):
-            pt[:, j, :] = nl.copy(nisa.nc_transpose(prob[:, j * P:(j + 1) * P]), dtype=pe)
+            pt[:, j, :] = nisa.nc_transpose(prob[:, j * P:(j + 1) * P])
         acc = nl.zeros((d, P), nl.float32, buffer=nl.psum)
         for j in nl.affine_range(nt):
             acc += nisa.nc_matmul(vt[:, j, :], pt[:, j, :])
@@ -236,6 +236,47 @@ def mamba(delta, u, a, b, c, version=2, seq_tile=512):
     return out
 
 
+# ------------------------------------------------------------------ NKI tutorial: matmul
+def matmul_blocked(lhsT, rhs, tm=16, tn=2, tk=8):
+    """``lhsT.T @ rhs`` blocked on all three axes (the tutorial's fully optimised structure).
+
+    N blocks outermost with SBUF accumulators for the whole M extent; per K block the rhs rows
+    are loaded once (one [128, 512*tn] DMA per K tile), then per M block the lhsT rows (one
+    [128, 128*tm] DMA per K tile), the PSUM groups over the K tiles added into the
+    accumulators; finally each 128-row strip is packed and stored with one DMA.
+    """
+    k_, m_ = lhsT.shape
+    n_ = rhs.shape[1]
+    bm, bn, bk = P * tm, 512 * tn, P * tk
+    out = nl.ndarray((m_, n_), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for n in nl.affine_range(n_ // bn):
+        acc = nl.zeros((m_ // P, nl.par_dim(P), bn), dtype=lhsT.dtype, buffer=nl.sbuf)
+        for kb in nl.sequential_range(k_ // bk):
+            rt = nl.ndarray((tk, nl.par_dim(P), bn), dtype=rhs.dtype, buffer=nl.sbuf)
+            for i in nl.affine_range(tk):
+                r0 = (kb * tk + i) * P
+                nisa.dma_copy(dst=rt[i], src=rhs[r0:r0 + P, n * bn:(n + 1) * bn])
+            for mb in nl.affine_range(m_ // bm):
+                lt = nl.ndarray((tk, nl.par_dim(P), bm), dtype=lhsT.dtype, buffer=nl.sbuf)
+                for i in nl.affine_range(tk):
+                    r0 = (kb * tk + i) * P
+                    nisa.dma_copy(dst=lt[i], src=lhsT[r0:r0 + P, mb * bm:(mb + 1) * bm])
+                for j in nl.affine_range(tn):
+                    for a in nl.affine_range(tm):
+                        ps = nl.ndarray((P, 512), dtype=nl.float32, buffer=nl.psum)
+                        for i in nl.affine_range(tk):
+                            ps += nisa.nc_matmul(lt[i][:, a * P:(a + 1) * P],
+                                                 rt[i][:, j * 512:(j + 1) * 512])
+                        row = mb * tm + a
+                        acc[row][:, j * 512:(j + 1) * 512] = nisa.tensor_tensor(
+                            acc[row][:, j * 512:(j + 1) * 512], ps, op=nl.add)
+        for r in nl.affine_range(m_ // P):
+            packed = nl.ndarray((P, bn), dtype=nl.float32, buffer=nl.sbuf)
+            packed[...] = nisa.tensor_copy(acc[r])
+            nisa.dma_copy(dst=out[r * P:(r + 1) * P, n * bn:(n + 1) * bn], src=packed)
+    return out
+
+
 # ------------------------------------------------------------------ NKI docs: micro kernels
 def dependent_chain(x, n):
     """``n`` back-to-back activations on one element per partition, each reading the last."""
@@ -290,6 +331,8 @@ def build(row):
         return rmsnorm_matmul, (_z(p["hidden"], dt), _z(p["weights"], dt))
     if k == "sd_attention":
         return sd_attention, (_z(p["q"], dt), _z(p["k"], dt), _z(p["v"], dt))
+    if k == "matmul_blocked":
+        return matmul_blocked, (_z(p["lhsT"], dt), _z(p["rhs"], dt))
     if k.startswith("mm_"):
         return getattr(_matmul_variants(), k), (_z(p["lhsT"], dt), _z(p["rhs"], dt))
     if k == "mamba":

@@ -12,7 +12,9 @@ Pipeline:
      instructions in order; DMAs go round-robin to the core's 16 queues and occupy the DMA
      engines that serve their partitions. An instruction starts when its engine (or queue and DMA
      engines) is free, when every RAW / WAR / WAW predecessor on an overlapping region of the
-     same tile instance has finished (plus the semaphore latency), when its PSUM banks are
+     same tile instance has finished (plus the semaphore latency; automatically allocated SBUF
+     tensors are renamed by the compiler, so their writes skip WAR / WAW,
+     ``assume:sbuf_renamed``), when its PSUM banks are
      released by the previous accumulation group, and when a shared port (hw §1.3) is free.
   3. **Timeline** (:mod:`.perfetto`). Events (engine or queue, start/end ns, opcode,
      operands, bytes, FLOPs, kernel line, loop indices, the formula that priced it, and what
@@ -127,7 +129,8 @@ def _dim_fn(e, size):
 class _AccSpec:
     """One access of an instruction, compiled: which tile instance, which region."""
 
-    __slots__ = ("name", "scope", "shared", "const", "fns", "psum_bytes", "on_chip", "par_dim")
+    __slots__ = ("name", "scope", "shared", "const", "fns", "psum_bytes", "on_chip", "par_dim",
+                 "renamed")
 
     def __init__(self, acc: Access, decls: dict, scopes: dict):
         decl = decls[acc.tensor]
@@ -139,6 +142,9 @@ class _AccSpec:
         self.shared = root.kind in ("input", "inout", "output") or root.buffer == "shared_hbm"
         self.psum_bytes = 0
         self.on_chip = root.buffer in ("sbuf", "psum")
+        # why: automatically allocated SBUF is multi-buffered by the compiler
+        # (assume:sbuf_renamed), so writes to it skip WAR/WAW waits
+        self.renamed = root.buffer == "sbuf" and root.alloc is None
         self.par_dim = root.par_dim
         if root.buffer == "psum":
             parts = root.shape[root.par_dim] if root.shape else 1
@@ -505,9 +511,9 @@ class _Sched:
                 d = end if (chain and weng == eng) else end + lat
                 if d > best and _overlap(reg, wreg):
                     best, why, after = d, "raw", idx
-        for key, reg in rec.writes:
+        for (key, reg), spec in zip(rec.writes, s.writes, strict=True):
             h = hist.get(key)
-            if h is None:
+            if h is None or (spec.renamed and not s.acc):
                 continue
             for kind, entries in (("waw", h[0]), ("war", h[1])):
                 for wreg, (end, idx, weng) in entries.items():
@@ -531,22 +537,24 @@ class _Sched:
         if eng == _DMA:
             ev = self._place_dma(rec, core, cs, best, why, after)
         else:
-            te, ie = cs.eng.get(eng, (0.0, -1))
-            if te > best:
-                best, why, after = te, "engine", ie
             ports = s.ports
             if ports:
                 ports = [(p, b) for p in ports for b in (banks if p == "psum_bank" else (0,))]
-                for pk in ports:
-                    tp, ip = cs.ports.get(pk, (0.0, -1))
-                    if tp > best:
-                        best, why, after = tp, "port", ip
+                for pk in ports:  # why: a port is shared between engines, not in one
+                    for e2, (tp, ip) in cs.ports.get(pk, {}).items():
+                        if e2 != eng and tp > best:
+                            best, why, after = tp, "port", ip
+            te, ie = cs.eng.get(eng, (0.0, -1))
+            if te > best:
+                best, why, after = te, "engine", ie
             end = best + s.price.ns
             ev = Event(len(self.events), core, s.track, best, end, why, after, rec)
             self.events.append(ev)
             cs.eng[eng] = (end, ev.idx)
             for pk in ports:
-                cs.ports[pk] = (end, ev.idx)
+                held = cs.ports.setdefault(pk, {})
+                if end > held.get(eng, (0.0, -1))[0]:
+                    held[eng] = (end, ev.idx)
         self._record(rec, ev.end_ns, ev.idx, eng)
         for b in banks:
             if ev.end_ns >= cs.bank_t[b]:
