@@ -49,11 +49,11 @@ def adaptive_avg_pool2d(x, oh, ow):
             for j in nl.static_range(ow):
                 wh, ww = he[i] - hs[i], we[j] - ws[j]
                 acc = nl.zeros((pr, 1), dtype=nl.float32, buffer=nl.sbuf)
-                for a in nl.sequential_range((wh + P - 1) // P):
-                    th = min(wh, P)
-                    for b in nl.sequential_range((ww + P - 1) // P):
-                        tw = min(ww, P)
-                        h0, w0 = hs[i] + a * th, ws[j] + b * tw
+                for a in nl.static_range((wh + P - 1) // P):
+                    th = min(P, wh - a * P)
+                    for b in nl.static_range((ww + P - 1) // P):
+                        tw = min(P, ww - b * P)
+                        h0, w0 = hs[i] + a * P, ws[j] + b * P
                         nisa.dma_copy(dst=stage[:, 0:th, 0:tw],
                                       src=xf[r0:r0 + pr, h0:h0 + th, w0:w0 + tw])
                         part = nl.sum(stage[:, 0:th, 0:tw], axis=[1, 2])
@@ -263,7 +263,7 @@ def matmul_blocked(lhsT, rhs, tm=16, tn=2, tk=8):
                     nisa.dma_copy(dst=lt[i], src=lhsT[r0:r0 + P, mb * bm:(mb + 1) * bm])
                 for j in nl.affine_range(tn):
                     for a in nl.affine_range(tm):
-                        ps = nl.ndarray((P, 512), dtype=nl.float32, buffer=nl.psum)
+                        ps = nl.zeros((P, 512), dtype=nl.float32, buffer=nl.psum)
                         for i in nl.affine_range(tk):
                             ps += nisa.nc_matmul(lt[i][:, a * P:(a + 1) * P],
                                                  rt[i][:, j * 512:(j + 1) * 512])

@@ -557,11 +557,17 @@ _reg("all_reduce", "sync", _collective)
 _reg("device_print", "none", _nothing)
 
 
-def partition_broadcast(v: OpView) -> bool:
-    """Whether a ``broadcast_to`` spreads one partition over several (a TensorE matmul)."""
+def partition_broadcast(v: OpView, t: CostTarget) -> bool:
+    """Whether a ``broadcast_to`` is a TensorE matmul whose result stays in PSUM.
+
+    A one-partition tile spread over several partitions, of at most ``psum_fmax`` elements: the
+    result must fit one PSUM tile (hw §1.2: a PSUM tile holds one 2 KiB bank per partition,
+    ``nl.tile_size.psum_fmax`` = 512); a longer one is evacuated to SBUF by a copy (priced as
+    the VectorE copy, the TensorE matmuls overlapping it).
+    """
     ins, outs = v.tiles("ins"), v.tiles("outs")
     return bool(ins and outs and ins[0].kind == "tile" and ins[0].partitions == 1
-                and outs[0].partitions > 1)
+                and outs[0].partitions > 1 and ins[0].n <= t.hw.psum_fmax)
 
 
 def _bcast_matmul(v: OpView, t: CostTarget):
@@ -667,7 +673,7 @@ def price(inst: Inst, decls: dict, target=None) -> Price:
             v.ins and v.ins[0].kind == "scalar" and v.ins[0].value in (0, 0.0):
         return Price("none", 0.0, 0.0, "0 (zero PSUM fill folded into the accumulation group) "
                                        "<assume:psum_zero_fold>")
-    if inst.op == "broadcast_to" and partition_broadcast(v):
+    if inst.op == "broadcast_to" and partition_broadcast(v, t):
         v = dataclasses.replace(v, engine="tensor")
         entry = _PARTITION_BROADCAST
     cyc, expr, env, src = entry.formula(v, t)

@@ -244,7 +244,7 @@ def _scopes_and_loops(body, stack=(), scopes=None, loops=None):
     return scopes, loops
 
 
-def _priced_decls(kernel: Kernel, decls: dict) -> dict:
+def _priced_decls(kernel: Kernel, decls: dict, t: CostTarget) -> dict:
     """Declarations as the cost formulas see them: a partition broadcast's result in PSUM.
 
     why: a partition broadcast runs as a TensorE matmul whose result stays in PSUM, so its
@@ -254,7 +254,7 @@ def _priced_decls(kernel: Kernel, decls: dict) -> dict:
     moved = {}
     for st in walk_stmts(kernel.body):
         if isinstance(st, Inst) and st.op == "broadcast_to" and \
-                partition_broadcast(OpView.of(st, decls)):
+                partition_broadcast(OpView.of(st, decls), t):
             for x in st.outs:
                 d = decls.get(getattr(x, "tensor", None))
                 if d is not None and d.buffer == "sbuf" and d.base is None:
@@ -332,7 +332,7 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     if simulate is None:
         simulate = inputs is not None or _data_dependent(kernel)
     decls = kernel.decls()
-    pdecls = _priced_decls(kernel, decls)
+    pdecls = _priced_decls(kernel, decls, t)
     scopes, loops = _scopes_and_loops(kernel.body)
     statics: dict = {}
     per_pid: dict = {}
