@@ -27,6 +27,7 @@ import calibration_kernels as ck  # noqa: E402
 
 from nki_workbench._src.errors import NkiError  # noqa: E402
 from nki_workbench._src.hw import calibration as cal  # noqa: E402
+from nki_workbench._src.hw import get_target  # noqa: E402
 from nki_workbench._src.runtime import get_traced  # noqa: E402
 from nki_workbench._src.sim.timing import timeline  # noqa: E402
 
@@ -41,7 +42,7 @@ def estimate_us(row: dict) -> float:
     first DMA keeps its DMA engines busy.
     """
     fn, args = ck.build(row)
-    kernel = get_traced(fn, args, {}).kernel
+    kernel = get_traced(fn, args, {}, target=get_target(row["target"])).kernel
     tl = timeline(kernel, target=row["target"])
     metric = row.get("metric", "kernel_us")
     if metric == "kernel_us":

@@ -18,7 +18,7 @@ import nki_workbench.nki.language as nl
 
 P = 128
 _DT = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-       "float8_e4m3": ml_dtypes.float8_e4m3fn}
+       "float8_e4m3": ml_dtypes.float8_e4m3}
 
 
 # ------------------------------------------------------------------ nki-samples: vision
@@ -277,6 +277,60 @@ def matmul_blocked(lhsT, rhs, tm=16, tn=2, tk=8):
     return out
 
 
+def fp8_double_row_matmul(lhs, rhs_q, rhs_scale, tm=2, tn=2, tk=16):
+    """``lhs [M, K] @ rhs`` with ``rhs`` pre-quantised to fp8 (``rhs_q [K/2, 2N]``: pairs of
+    [128, 512] K-tiles side by side) and a column scale ``rhs_scale [128, N]`` (trn2).
+
+    Per M block and K block: each 128-row strip of ``lhs`` is loaded, quantised row-wise to fp8
+    (abs, row max, /240, divide), TensorE-transposed into [K, M] tiles; the rhs pairs of the K
+    block are loaded; double-row fp8 matmuls (two K tiles per instruction) accumulate in PSUM,
+    are added into a block result, dequantised by the row scale and added into the strip result;
+    at the end the column scale is applied and the strips are stored.
+    """
+    m_, k_ = lhs.shape
+    n_ = rhs_q.shape[1] // 2
+    bm, bk = P * tm, P * tk
+    fp8 = nl.float8_e4m3
+    out = nl.ndarray((m_, n_), dtype=lhs.dtype, buffer=nl.shared_hbm)
+    i_k, i_t, i_n = nl.mgrid[0:P, 0:2, 0:512]
+    for mb in nl.affine_range(m_ // bm):
+        res = nl.zeros((tm, nl.par_dim(P), n_), dtype=lhs.dtype, buffer=nl.sbuf)
+        for kb in nl.sequential_range(k_ // bk):
+            lt = nl.ndarray((tm, nl.par_dim(P), tk, P), dtype=fp8, buffer=nl.sbuf)
+            scale = nl.ndarray((tm, nl.par_dim(P), 1), dtype=lhs.dtype, buffer=nl.sbuf)
+            for a in nl.affine_range(tm):
+                r0 = mb * bm + a * P
+                x = nl.load(lhs[r0:r0 + P, kb * bk:(kb + 1) * bk])
+                scale[a] = nl.divide(nisa.tensor_reduce(nl.max, nl.abs(x), axis=(1,),
+                                                        keepdims=True), 240.0)
+                xq = nl.divide(x, scale[a], dtype=fp8)
+                for i in nl.affine_range(tk):
+                    lt[a][:, i, :] = nisa.nc_transpose(xq[:, i * P:(i + 1) * P])
+            part = nl.zeros((tm, nl.par_dim(P), n_), dtype=lhs.dtype, buffer=nl.sbuf)
+            for nb in nl.affine_range(n_ // (512 * tn)):
+                rt = nl.ndarray((tk // 2, nl.par_dim(P), 2 * 512 * tn), dtype=fp8,
+                                buffer=nl.sbuf)
+                for i in nl.affine_range(tk // 2):
+                    r0 = (kb * tk // 2 + i) * P
+                    rt[i] = nl.load(rhs_q[r0:r0 + P, nb * 1024 * tn:(nb + 1) * 1024 * tn])
+                for a in nl.affine_range(tm):
+                    for j in nl.affine_range(tn):
+                        ps = nl.zeros((P, 512), dtype=nl.float32, buffer=nl.psum)
+                        for i in nl.affine_range(tk // 2):
+                            st = lt[a, :, 2 * i:2 * i + 2, :]
+                            mv = rt[i, i_k, j * 1024 + i_t * 512 + i_n]
+                            ps += nisa.nc_matmul(st, mv, perf_mode="double_row_gen3")
+                        c0 = nb * 512 * tn + j * 512
+                        part[a][:, c0:c0 + 512] = nl.add(part[a][:, c0:c0 + 512], ps)
+            for a in nl.affine_range(tm):
+                res[a] = nl.add(res[a], nl.multiply(part[a], scale[a]))
+        cs = nl.load(rhs_scale)
+        for a in nl.affine_range(tm):
+            r0 = mb * bm + a * P
+            nl.store(out[r0:r0 + P, :], value=nl.multiply(res[a], cs))
+    return out
+
+
 # ------------------------------------------------------------------ NKI docs: micro kernels
 def dependent_chain(x, n):
     """``n`` back-to-back activations on one element per partition, each reading the last."""
@@ -331,6 +385,10 @@ def build(row):
         return rmsnorm_matmul, (_z(p["hidden"], dt), _z(p["weights"], dt))
     if k == "sd_attention":
         return sd_attention, (_z(p["q"], dt), _z(p["k"], dt), _z(p["v"], dt))
+    if k == "fp8_double_row_matmul":
+        m_, k_, n_ = p["M"], p["K"], p["N"]
+        return fp8_double_row_matmul, (_z((m_, k_), dt), _z((k_ // 2, 2 * n_), "float8_e4m3"),
+                                       _z((P, n_), dt), *p["blocks"])
     if k == "matmul_blocked":
         return matmul_blocked, (_z(p["lhsT"], dt), _z(p["rhs"], dt))
     if k.startswith("mm_"):

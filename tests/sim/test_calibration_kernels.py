@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from nki_workbench._src.hw import get_target
 from nki_workbench._src.runtime import simulate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -114,3 +115,25 @@ def test_micro_kernels():
     np.testing.assert_allclose(simulate(CK.dependent_chain, (x, 5)), x, rtol=1e-6)
     y = np.linspace(-2, 2, 4 * 4096, dtype=np.float32).reshape(4, 4096)
     np.testing.assert_allclose(simulate(CK.dma_exp, (y,)), np.exp(y), rtol=1e-5)
+
+
+def test_fp8_double_row_matmul():
+    rng = np.random.default_rng(6)
+    m, k, n = 256, 1024, 1024
+    lhs = rng.random((m, k), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    rhs = rng.random((k, n), dtype=np.float32)
+    cscale = np.abs(rhs).max(axis=0, keepdims=True) / 240
+    rq = (rhs / cscale).astype(ml_dtypes.float8_e4m3)
+    pairs = np.zeros((k // 2, 2 * n), ml_dtypes.float8_e4m3)
+    for t in range(k // 256):
+        for j in range(n // 512):
+            rows = slice(t * 128, (t + 1) * 128)
+            pairs[rows, j * 1024:j * 1024 + 512] = rq[2 * t * 128:(2 * t + 1) * 128,
+                                                      j * 512:(j + 1) * 512]
+            pairs[rows, j * 1024 + 512:(j + 1) * 1024] = rq[(2 * t + 1) * 128:(2 * t + 2) * 128,
+                                                            j * 512:(j + 1) * 512]
+    scale = np.broadcast_to(cscale, (128, n)).astype(ml_dtypes.bfloat16)
+    got = simulate(CK.fp8_double_row_matmul, (lhs, pairs, scale, 2, 2, 4),
+                   target=get_target("trn2")).astype(np.float32)
+    ref = lhs.astype(np.float32) @ rhs
+    np.testing.assert_allclose(got, ref, rtol=0.08, atol=0.08 * np.abs(ref).max())  # fp8
