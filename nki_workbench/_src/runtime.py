@@ -475,7 +475,9 @@ class BenchmarkKernel(BaremetalKernel):
         runtime = NeuronRuntime.load() if compiler else None
         if runtime is None:
             latency = _estimate_latency_us(traced.kernel)
-            stats = LatencyStats([latency] * iters, True, "nki_workbench cost model (estimate)")
+            from .hw.calibration import accuracy_sentence
+            stats = LatencyStats([latency] * iters, True,
+                                 f"nki_workbench cost model ({accuracy_sentence()})")
         else:
             k = traced.kernel
             decls = k.decls()

@@ -557,6 +557,35 @@ _reg("all_reduce", "sync", _collective)
 _reg("device_print", "none", _nothing)
 
 
+def partition_broadcast(v: OpView, t: CostTarget) -> bool:
+    """Whether a ``broadcast_to`` is a TensorE matmul whose result stays in PSUM.
+
+    A one-partition tile spread over several partitions, of at most ``psum_fmax`` elements: the
+    result must fit one PSUM tile (hw §1.2: a PSUM tile holds one 2 KiB bank per partition,
+    ``nl.tile_size.psum_fmax`` = 512); a longer one is evacuated to SBUF by a copy (priced as
+    the VectorE copy, the TensorE matmuls overlapping it).
+    """
+    ins, outs = v.tiles("ins"), v.tiles("outs")
+    return bool(ins and outs and ins[0].kind == "tile" and ins[0].partitions == 1
+                and outs[0].partitions > 1 and ins[0].n <= t.hw.psum_fmax)
+
+
+def _bcast_matmul(v: OpView, t: CostTarget):
+    # why: NKI lowers a partition broadcast to nc_matmul(ones[1, M], x[1, N],
+    # is_stationary_onezero=True) on TensorE, result in PSUM (hw §2.2; [A1] "TensorE alternative
+    # use": partition broadcast); priced with the nc_matmul formula, fp32 4x halved by onezero
+    src, out = v.tiles("ins")[0], v.tiles("outs")[0]
+    fp32 = src.dtype == "float32"
+    fac = t.mm_fp32_factor / 2 if fp32 else 1
+    base = max(min(t.mm_init_latency, out.partitions), src.n)
+    return fac * base, ("2*" if fp32 else "") + "max(min(64, M), N) (partition broadcast: " \
+        "matmul with ones, onezero)", {"M": out.partitions, "N": src.n}, \
+        "hw §2.2, §3 nc_matmul [A1 TensorE partition broadcast][ISA-old]"
+
+
+_PARTITION_BROADCAST = CostEntry("tensor", _bcast_matmul)
+
+
 # --------------------------------------------------------------------------------- DMA plans
 def _contiguous_run(x: Access, decl) -> int:
     """Elements of the longest contiguous HBM run of an access (innermost dims first)."""
@@ -644,6 +673,9 @@ def price(inst: Inst, decls: dict, target=None) -> Price:
             v.ins and v.ins[0].kind == "scalar" and v.ins[0].value in (0, 0.0):
         return Price("none", 0.0, 0.0, "0 (zero PSUM fill folded into the accumulation group) "
                                        "<assume:psum_zero_fold>")
+    if inst.op == "broadcast_to" and partition_broadcast(v, t):
+        v = dataclasses.replace(v, engine="tensor")
+        entry = _PARTITION_BROADCAST
     cyc, expr, env, src = entry.formula(v, t)
     eng = v.engine if v.engine in t.clock_ghz else ("none" if v.engine == "none" else "sync")
     if eng == "none":

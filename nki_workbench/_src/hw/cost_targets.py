@@ -74,6 +74,13 @@ ASSUMPTIONS: dict[str, str] = {
                      "(hw §1.2: one matmul output per bank, 8 accumulation groups).",
     "sbuf_fresh": "Every SBUF tile allocation gets fresh space (the compiler's multi-buffering); "
                   "SBUF capacity is the occupancy model's concern, not the timeline's.",
+    "sbuf_renamed": "A write to an automatically allocated SBUF tensor (no direct allocation) "
+                    "does not wait for earlier readers or writers of the region (WAR/WAW): the "
+                    "compiler's allocator decides how many physical tiles back a logical "
+                    "tensor so that engines overlap (multi-buffering, [ALLOC] direct allocation "
+                    "guide); accumulating writes still wait. Explains the nki-samples adaptive "
+                    "pooling bounds, whose per-window staging tile would otherwise serialise "
+                    "every ~1.3 us DMA latency (docs/calibration.md).",
     "spmd_cores": "SPMD programs run on min(grid size, LNC) physical cores (LNC = 1 on trn1, 2 on "
                   "trn2/trn3, hw §5 [LNC]), program i on core i % cores, one after the other.",
     "port_order": "Port conflicts (hw §1.3) are resolved in program order: an instruction needing "

@@ -17,6 +17,7 @@ import json
 import math
 import os
 
+from ..hw.calibration import accuracy_sentence
 from ..hw.cost import CostTarget
 
 __all__ = ["Event", "Timeline", "to_trace_events", "write_trace", "check_trace_events",
@@ -266,7 +267,8 @@ class Timeline:
                 "dma_busy_ns": busy["DMA"], "dma_utilization": busy["DMA"] / tot,
                 "critical_engine": max(engines, key=lambda k: engines[k]["busy_ns"])
                 if engines else None,
-                "critical_path_ns": crit, "roofline": self.roofline(), "estimate": True}
+                "critical_path_ns": crit, "roofline": self.roofline(), "estimate": True,
+                "accuracy": accuracy_sentence()}
 
     def report(self) -> str:
         """A plain-text summary table."""
@@ -286,6 +288,7 @@ class Timeline:
                      f"intensity {r['arithmetic_intensity'] or 0:.1f} vs ridge "
                      f"{r['ridge']:.1f} FLOP/B -> {r['bound']}-bound; busiest engine "
                      f"{s['critical_engine']}")
+        lines.append(s["accuracy"])
         return "\n".join(lines)
 
     def __repr__(self) -> str:

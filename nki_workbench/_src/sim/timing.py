@@ -12,7 +12,9 @@ Pipeline:
      instructions in order; DMAs go round-robin to the core's 16 queues and occupy the DMA
      engines that serve their partitions. An instruction starts when its engine (or queue and DMA
      engines) is free, when every RAW / WAR / WAW predecessor on an overlapping region of the
-     same tile instance has finished (plus the semaphore latency), when its PSUM banks are
+     same tile instance has finished (plus the semaphore latency; automatically allocated SBUF
+     tensors are renamed by the compiler, so their writes skip WAR / WAW,
+     ``assume:sbuf_renamed``), when its PSUM banks are
      released by the previous accumulation group, and when a shared port (hw §1.3) is free.
   3. **Timeline** (:mod:`.perfetto`). Events (engine or queue, start/end ns, opcode,
      operands, bytes, FLOPs, kernel line, loop indices, the formula that priced it, and what
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import gc
 import math
 import warnings
@@ -34,7 +37,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as D
-from ..hw.cost import CostTarget, cost_target, price
+from ..hw.cost import CostTarget, OpView, cost_target, partition_broadcast, price
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_stmts
 from ..ir import expr as E
 from .interp import Program, SimParams
@@ -126,7 +129,8 @@ def _dim_fn(e, size):
 class _AccSpec:
     """One access of an instruction, compiled: which tile instance, which region."""
 
-    __slots__ = ("name", "scope", "shared", "const", "fns", "psum_bytes", "on_chip", "par_dim")
+    __slots__ = ("name", "scope", "shared", "const", "fns", "psum_bytes", "on_chip", "par_dim",
+                 "renamed")
 
     def __init__(self, acc: Access, decls: dict, scopes: dict):
         decl = decls[acc.tensor]
@@ -138,6 +142,9 @@ class _AccSpec:
         self.shared = root.kind in ("input", "inout", "output") or root.buffer == "shared_hbm"
         self.psum_bytes = 0
         self.on_chip = root.buffer in ("sbuf", "psum")
+        # why: automatically allocated SBUF is multi-buffered by the compiler
+        # (assume:sbuf_renamed), so writes to it skip WAR/WAW waits
+        self.renamed = root.buffer == "sbuf" and root.alloc is None
         self.par_dim = root.par_dim
         if root.buffer == "psum":
             parts = root.shape[root.par_dim] if root.shape else 1
@@ -172,9 +179,9 @@ class _Static:
     __slots__ = ("inst", "price", "reads", "writes", "loops", "track", "engine", "acc",
                  "ports", "psum", "part")
 
-    def __init__(self, inst, decls, scopes, loops, t: CostTarget):
+    def __init__(self, inst, decls, scopes, loops, t: CostTarget, pdecls=None):
         self.inst = inst
-        self.price = price(inst, decls, t)
+        self.price = price(inst, decls if pdecls is None else pdecls, t)
         self.engine = self.price.engine
         self.track = TRACK_NAMES.get(self.engine, self.engine)
         self.loops = loops
@@ -235,6 +242,24 @@ def _scopes_and_loops(body, stack=(), scopes=None, loops=None):
         else:
             loops[id(s)] = stack
     return scopes, loops
+
+
+def _priced_decls(kernel: Kernel, decls: dict, t: CostTarget) -> dict:
+    """Declarations as the cost formulas see them: a partition broadcast's result in PSUM.
+
+    why: a partition broadcast runs as a TensorE matmul whose result stays in PSUM, so its
+    consumers read one operand from PSUM (hw §2.2 [A1] partition broadcast; hw §3
+    tensor_tensor's one-PSUM-input case).
+    """
+    moved = {}
+    for st in walk_stmts(kernel.body):
+        if isinstance(st, Inst) and st.op == "broadcast_to" and \
+                partition_broadcast(OpView.of(st, decls), t):
+            for x in st.outs:
+                d = decls.get(getattr(x, "tensor", None))
+                if d is not None and d.buffer == "sbuf" and d.base is None:
+                    moved[d.name] = dataclasses.replace(d, buffer="psum")
+    return {**decls, **moved} if moved else decls
 
 
 def _zeros(kernel: Kernel) -> dict:
@@ -307,6 +332,7 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     if simulate is None:
         simulate = inputs is not None or _data_dependent(kernel)
     decls = kernel.decls()
+    pdecls = _priced_decls(kernel, decls, t)
     scopes, loops = _scopes_and_loops(kernel.body)
     statics: dict = {}
     per_pid: dict = {}
@@ -314,7 +340,8 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     def observe(inst, st):
         s = statics.get(id(inst))
         if s is None:
-            s = statics[id(inst)] = _Static(inst, decls, scopes, loops.get(id(inst), ()), t)
+            s = statics[id(inst)] = _Static(inst, decls, scopes, loops.get(id(inst), ()), t,
+                                                 pdecls)
         if s.engine == "none":
             return
         env, pid, dyn = st.env, st.pid, st.dyn
@@ -484,9 +511,9 @@ class _Sched:
                 d = end if (chain and weng == eng) else end + lat
                 if d > best and _overlap(reg, wreg):
                     best, why, after = d, "raw", idx
-        for key, reg in rec.writes:
+        for (key, reg), spec in zip(rec.writes, s.writes, strict=True):
             h = hist.get(key)
-            if h is None:
+            if h is None or (spec.renamed and not s.acc):
                 continue
             for kind, entries in (("waw", h[0]), ("war", h[1])):
                 for wreg, (end, idx, weng) in entries.items():
@@ -510,22 +537,24 @@ class _Sched:
         if eng == _DMA:
             ev = self._place_dma(rec, core, cs, best, why, after)
         else:
-            te, ie = cs.eng.get(eng, (0.0, -1))
-            if te > best:
-                best, why, after = te, "engine", ie
             ports = s.ports
             if ports:
                 ports = [(p, b) for p in ports for b in (banks if p == "psum_bank" else (0,))]
-                for pk in ports:
-                    tp, ip = cs.ports.get(pk, (0.0, -1))
-                    if tp > best:
-                        best, why, after = tp, "port", ip
+                for pk in ports:  # why: a port is shared between engines, not in one
+                    for e2, (tp, ip) in cs.ports.get(pk, {}).items():
+                        if e2 != eng and tp > best:
+                            best, why, after = tp, "port", ip
+            te, ie = cs.eng.get(eng, (0.0, -1))
+            if te > best:
+                best, why, after = te, "engine", ie
             end = best + s.price.ns
             ev = Event(len(self.events), core, s.track, best, end, why, after, rec)
             self.events.append(ev)
             cs.eng[eng] = (end, ev.idx)
             for pk in ports:
-                cs.ports[pk] = (end, ev.idx)
+                held = cs.ports.setdefault(pk, {})
+                if end > held.get(eng, (0.0, -1))[0]:
+                    held[eng] = (end, ev.idx)
         self._record(rec, ev.end_ns, ev.idx, eng)
         for b in banks:
             if ev.end_ns >= cs.bank_t[b]:
