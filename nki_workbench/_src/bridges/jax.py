@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..caching import LRU
-from ..dispatch import GenericKernel, register_mode
+from ..dispatch import GenericKernel, kernel_parts, register_mode
 from ..encode import (
     CACHE_SIZE,
     DumpedConfig,
@@ -158,17 +158,14 @@ _KERNELS = LRU()  # (func, grid, opts) -> JAXKernel made by nki_call (bounded)
 def _kernel_of(kernel, grid, kwargs) -> JAXKernel:
     if isinstance(kernel, JAXKernel):
         return kernel
-    opts = {}
-    if isinstance(kernel, GenericKernel):
-        func, grid = kernel.func, (kernel.grid if grid is None else grid)
-        opts = dict(kernel.kwargs)
-    elif callable(kernel):
-        func = kernel
-    else:
+    try:
+        parts = kernel_parts(kernel)
+    except TypeError:
         raise TypeError(f"nki_call needs an NKI kernel (a function or @nki.jit kernel), got "
-                        f"{kernel!r}")
+                        f"{kernel!r}") from None
+    func, opts = parts.func, dict(parts.options)
     opts.update(kwargs)
-    grid = tuple(grid or ())
+    grid = tuple((parts.grid if grid is None else grid) or ())
     key = (func, grid, tuple(sorted(opts.items())))
     k = _KERNELS.lookup(key)
     if k is None:
