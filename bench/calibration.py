@@ -2,13 +2,14 @@
 
 Run from the repository root::
 
-    .venv/bin/python bench/calibration.py [--write] [--only SUBSTRING]
+    .venv/bin/python bench/calibration.py [--write | --doc] [--only SUBSTRING]
 
 For every calibration row it builds our kernel of the measured kernel's structure
 (``bench/calibration_kernels.py``), estimates it on the row's target and prints estimate /
 measured, then per target the geometric mean of ``|log(estimate / measured)|`` (as a ratio)
 and the worst rows. ``--write`` stores the estimates in ``calibration.json`` and regenerates the
-table in ``docs/calibration.md`` (between its ``<!-- table -->`` markers).
+table in ``docs/calibration.md`` (between its ``<!-- table -->`` markers); ``--doc`` only
+regenerates that table from the stored estimates.
 """
 
 from __future__ import annotations
@@ -108,6 +109,10 @@ def _write(table: list[dict]) -> None:
             r["estimate_us"] = None if est[r["id"]] is None else round(est[r["id"]], 4)
     cal.DATA_PATH.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     cal._data.cache_clear()
+    _write_doc()
+
+
+def _write_doc() -> None:
     text = DOC.read_text(encoding="utf-8")
     a, b = "<!-- table -->", "<!-- /table -->"
     i, j = text.index(a) + len(a), text.index(b)
@@ -120,7 +125,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="store estimates and the docs table")
     ap.add_argument("--only", default="", help="only rows whose id contains this")
+    ap.add_argument("--doc", action="store_true",
+                    help="only regenerate docs/calibration.md from the stored estimates")
     args = ap.parse_args(argv)
+    if args.doc:
+        _write_doc()
+        return 0
     table = []
     for r in cal.rows():
         if args.only not in r["id"]:

@@ -477,7 +477,7 @@ class BenchmarkKernel(BaremetalKernel):
             latency = _estimate_latency_us(traced.kernel)
             from .hw.calibration import accuracy_sentence
             stats = LatencyStats([latency] * iters, True,
-                                 f"nki_workbench cost model ({accuracy_sentence()})")
+                                 f"nki_workbench cost model; {accuracy_sentence()}")
         else:
             k = traced.kernel
             decls = k.decls()

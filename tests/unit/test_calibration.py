@@ -66,7 +66,7 @@ def test_accuracy_sentence_reads_the_table():
     text = cal.accuracy_sentence()
     for target in ("trn1", "trn2"):
         pct = (acc[target]["geomean_ratio"] - 1) * 100
-        assert f"{target}: typically within ±{pct:.0f} %" in text
+        assert f"{target} typically within ±{pct:.0f} %" in text
         assert f"over {acc[target]['rows']} rows" in text
 
 
@@ -89,3 +89,5 @@ def test_benchmark_and_timeline_state_the_accuracy():
     tl = timeline(get_traced(_bench().ck.dma_exp, (np.zeros((4, 4096), np.float32),),
                              {}).kernel)
     assert tl.report().splitlines()[-1] == cal.accuracy_sentence()
+    assert tl.summary()["accuracy"] == cal.accuracy_sentence()
+    assert tl.to_perfetto()["otherData"]["accuracy"] == cal.accuracy_sentence()

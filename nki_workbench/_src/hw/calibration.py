@@ -74,9 +74,9 @@ def accuracy_sentence() -> str:
         if "geomean_ratio" not in a:
             continue
         pct = (a["geomean_ratio"] - 1) * 100
-        parts.append(f"{target}: typically within ±{pct:.0f} % (geometric mean over "
+        parts.append(f"{target} typically within ±{pct:.0f} % (geometric mean over "
                      f"{a['rows']} rows, worst {a['max_ratio']:.2f}x)")
     if not parts:
         return "cost-model accuracy: no calibration rows recorded"
-    return ("estimate; against published Trainium measurements " + "; ".join(parts)
-            + " - see docs/calibration.md")
+    return ("estimates vs published Trainium measurements: " + "; ".join(parts)
+            + "; see docs/calibration.md")

@@ -376,7 +376,8 @@ def to_trace_events(tl) -> dict:
                     "tid": rows[(e.core, e.track)], "args": args})
     return {"traceEvents": out, "displayTimeUnit": "ns",
             "otherData": {"kernel": tl.kernel_name, "target": tl.target.name,
-                          "latency_us": tl.latency_us, "source": "nki_workbench time model"}}
+                          "latency_us": tl.latency_us, "source": "nki_workbench time model",
+                          "accuracy": accuracy_sentence()}}
 
 
 def write_trace(trace: dict, path) -> None:
