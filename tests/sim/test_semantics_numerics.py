@@ -191,3 +191,27 @@ def test_the_one_reduction_order_on_both_protocols(shape, axes):
     assert ulps(got_np, want) == 0 and ulps(got_jax, want) == 0
     np.testing.assert_allclose(got_np, x.astype(np.float64).sum(axis=axes), atol=1e-4)
     assert NUMPY.sum(x, axes, keepdims=True).shape == np.sum(x, axis=axes, keepdims=True).shape
+
+
+def k_selects(a, m):
+    inv = nl.ndarray(m.shape, dtype=m.dtype, buffer=nl.shared_hbm)
+    lnot = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    sel = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    nl.store(inv, value=nl.invert(nl.load(m)))
+    nl.store(lnot, value=nl.logical_not(t, dtype=nl.float32))
+    nl.store(sel, value=nl.where(nl.greater(t, 0.0), t, nl.negative(t)))
+    return inv, lnot, sel
+
+
+def test_invert_logical_not_where_are_bit_identical():
+    a = RNG.uniform(-2, 2, SHAPE).astype(np.float32)
+    a[0, :16] = 0.0
+    m = RNG.integers(0, 2 ** 32, SHAPE, dtype=np.uint64).astype(np.uint32)
+    _, _, ref, out = run_both(k_selects, a, m)
+    inv, lnot, sel = (ref[n] for n in sorted(ref))
+    np.testing.assert_array_equal(inv, ~m)
+    np.testing.assert_array_equal(lnot, (a == 0).astype(np.float32))
+    np.testing.assert_array_equal(D.to_f32(sel), D.to_f32(D.cast(np.abs(a), "bfloat16")))
+    for n in ref:
+        assert ulps(out[n], ref[n]) == 0, n
