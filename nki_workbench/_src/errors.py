@@ -13,6 +13,7 @@ import sys
 import warnings
 
 __all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
+           "CompiledFallbackWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
            "user_location", "user_frame", "warn", "short_path"]
 
@@ -73,6 +74,15 @@ class LoopCarriedDependencyWarning(NkiWarning):
 
 class ShadowingWarning(NkiWarning):
     """A local tensor name was re-bound inside a loop instead of updated with ``t[...] =``."""
+
+
+# --- compiled simulation (helper A) -----------------------------------------------------------
+class CompiledFallbackWarning(NkiWarning):
+    """The compiled (JAX) backend ran a kernel in the interpreter instead (the reason is named).
+
+    Results are the interpreter's, so nothing is lost but speed; emitted once per kernel and
+    reason. The opcodes that never compile are ``semantics.registry.INTERPRETER_ONLY``.
+    """
 
 
 # --- nki.isa simulation (helper B) -----------------------------------------------------------

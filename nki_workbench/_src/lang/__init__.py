@@ -237,4 +237,12 @@ __all__ = [
     "zeros_like",
 ]
 
+# the element-wise functions are generated from lang/math.py's tables: an entry there is exported
+from . import math as _math  # noqa: E402
+
+for _n in (*_math.UNARY, *_math.BINARY, *_math.COMPARE):
+    globals()[_n] = getattr(_math, _n)
+    if _n not in __all__:
+        __all__.append(_n)
+
 _install_operators()  # why: tensor operators are nl functions; the trace layer cannot import nl

@@ -251,17 +251,7 @@ class Program:
                 sel = np.asarray(E.evaluate(mask, env, st.dyn), dtype=bool)
                 if sel.all():
                     sel = None
-            vals, taints = [], []
-            for kind, x in ins:
-                if kind == "acc":
-                    v, ok = reader._read(st, x, sel, loc, in_affine, outer_sets)
-                    vals.append(v)
-                    if ok is not None:
-                        taints.append(ok)
-                elif kind == "const":
-                    vals.append(x)
-                else:
-                    vals.append(np.asarray(E.evaluate(x, env, st.dyn)))
+            vals, taints = reader._operands(st, ins, sel, loc, in_affine, outer_sets)
             if st.observer is not None:
                 st.observer(inst, st)
             out_ok = None
@@ -319,6 +309,24 @@ class Program:
         return run
 
     # ------------------------------------------------------------------ memory traffic
+    def _operands(self, st, ins, sel, loc, in_affine=(), outer_sets=None):
+        """``(values, taints)`` of an instruction's compiled operands (see :meth:`_operand`).
+
+        ``taints``: the written-masks of the accesses that read unwritten elements.
+        """
+        vals, taints = [], []
+        for kind, x in ins:
+            if kind == "acc":
+                v, ok = self._read(st, x, sel, loc, in_affine, outer_sets or {})
+                vals.append(v)
+                if ok is not None:
+                    taints.append(ok)
+            elif kind == "const":
+                vals.append(x)
+            else:
+                vals.append(np.asarray(E.evaluate(x, st.env, st.dyn)))
+        return vals, taints
+
     def _read(self, st, ca, sel, loc, in_affine, outer_sets):
         """``(value, written)``: ``written`` is None when every read element was written."""
         buf = st.bufs.get(ca.tensor)

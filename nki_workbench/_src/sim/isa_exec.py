@@ -52,17 +52,7 @@ def _multi(op):
             if mask is not None:
                 sel = np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool)
                 sel = None if sel.all() else sel
-            vals, taints = [], []
-            for kind, x in ins:
-                if kind == "acc":
-                    v, ok = prog._read(st, x, sel, loc, (), {})
-                    vals.append(v)
-                    if ok is not None:
-                        taints.append(ok)
-                elif kind == "const":
-                    vals.append(x)
-                else:
-                    vals.append(np.asarray(E.evaluate(x, st.env, st.dyn)))
+            vals, taints = prog._operands(st, ins, sel, loc)
             if taints:
                 prog._uninit(st, inst, taints, loc)
             res = rule(NUMPY, Ex(inst, vals, sel, st, shapes))

@@ -31,7 +31,8 @@ How the IR maps onto JAX:
   results, so a user never trades a diagnostic for speed.
 * An opcode without a JAX rule (and a few run modes: ``shuffle_affine``, collectives, random
   numbers, race tracking of ``affine_range`` loops) makes the kernel run in the interpreter,
-  with a one-line notice on stderr naming the reason.
+  with a :class:`~nki_workbench.CompiledFallbackWarning` naming the reason (once per kernel
+  and reason).
 
 Inputs reach the program without a host copy on CPU (:func:`.jax_static.window`).
 Compiled programs are cached per kernel IR (the specialisation the tracer's cache keys on)
@@ -44,14 +45,13 @@ place, :func:`selected_backend`; ``Program.run`` consults it.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import weakref
 
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import NkiError
+from ..errors import CompiledFallbackWarning, NkiError, warn
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
 from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
@@ -715,8 +715,9 @@ def _notice(kernel: Kernel, why: str):
     key = (kernel.name, why)
     if key not in _NOTICED:
         _NOTICED.add(key)
-        print(f"nki_workbench: kernel '{kernel.name}' runs in the interpreter, not compiled: "
-              f"{why}", file=sys.stderr, flush=True)
+        warn(CompiledFallbackWarning,
+             f"kernel '{kernel.name}' runs in the interpreter, not compiled: {why}",
+             hint="the results are the interpreter's; see semantics.registry.INTERPRETER_ONLY")
 
 
 def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
