@@ -15,9 +15,9 @@ import numpy as np
 from .. import dtypes as D
 from ..errors import ActivationRangeWarning, IsaHintWarning, UninitializedReadWarning, warn
 from .isa_alu import align, alu, free_reduce, sel_like
-from .isa_props import VALID_RANGE
 from .nl import unary
 from .numerics import value_rule
+from .registry import VALID_RANGE
 
 __all__ = ["regs", "readout"]
 

@@ -28,7 +28,8 @@ from ..ir.opcodes import OPCODES
 from . import isa_props
 
 __all__ = ["OpProps", "props", "registry", "INTERPRETER_ONLY", "EXECUTOR_SPECIAL",
-           "COMPILED_SPECIAL", "LANEWISE", "CROSS_LANE", "CROSS_PARTITION", "ROWWISE"]
+           "COMPILED_SPECIAL", "LANEWISE", "CROSS_LANE", "CROSS_PARTITION", "ROWWISE",
+           "VALID_RANGE"]
 
 LANEWISE = frozenset({"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"})
 """Lane-wise opcodes outside the unary/binary/fill families (those are lane-wise unless in
@@ -114,6 +115,11 @@ EXECUTOR_SPECIAL = _Lazy(_executor_special)
 COMPILED_SPECIAL = isa_props.COMPILED_SPECIAL
 """Opcodes the interpreter runs through a special path but the compiled backend lowers through
 their value rule."""
+
+VALID_RANGE = isa_props.VALID_RANGE
+"""``nisa.activation`` function -> its documented valid input range ((lo, hi), or (lo, hi,
+"abs") for a range on |x|; ``None``: any input). Inputs outside it warn
+``ActivationRangeWarning``; a range-checked function runs in the interpreter."""
 
 
 @dataclass(frozen=True, slots=True)
