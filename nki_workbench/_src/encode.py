@@ -331,19 +331,31 @@ _EXECUTOR_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError,
                     ZeroDivisionError, OverflowError, RecursionError, MemoryError)
 
 
-def _program_of(text: str):
+def _program_of(cfg: dict, budget):
+    """The config's Program, built only once its IR passed validation, consistency and budget.
+
+    Building a Program compiles index grids, so an over-size IR must be stopped before it.
+    """
     from .sim.interp import Program
+    text = cfg["serialize_ir_string"]
     entry = _PARSED.get(text)
-    if entry is None:
-        kernel = parse(text)  # parses and validates (wb_invalid_ir)
-        estimate = estimate_work(kernel)
-        entry = (_guarded(kernel.name, Program, kernel), estimate)
-        _PARSED[text] = entry
-        while len(_PARSED) > CACHE_SIZE:
-            _PARSED.popitem(last=False)
-    else:
+    if entry is not None:
         _PARSED.move_to_end(text)
-    return entry
+        prog, estimate = entry
+        _check_consistent(cfg, prog.kernel)
+        if budget is not None:
+            over_budget(prog.kernel, estimate, budget)
+        return prog
+    kernel = parse(text)  # parses and validates (wb_invalid_ir)
+    _check_consistent(cfg, kernel)
+    estimate = estimate_work(kernel)
+    if budget is not None:
+        over_budget(kernel, estimate, budget)
+    prog = _guarded(kernel.name, Program, kernel)
+    _PARSED[text] = (prog, estimate)
+    while len(_PARSED) > CACHE_SIZE:
+        _PARSED.popitem(last=False)
+    return prog
 
 
 def _guarded(name: str, fn, *args, **kwargs):
@@ -356,6 +368,19 @@ def _guarded(name: str, fn, *args, **kwargs):
                        f"simulated: {type(exc).__name__}: {exc}",
                        hint="the IR was edited or comes from another tool; re-trace the "
                        "kernel") from exc
+
+
+def _check_consistent(cfg: dict, k: Kernel) -> None:
+    """The config's own facts about the kernel (tensor dims, MAC count) must match its IR."""
+    decls = k.decls()
+    facts = {"serialize_dims": {"inputs": _dims(k.params),
+                                "outputs": _dims(decls[n] for n in k.outputs)},
+             "matmul_mac_count": _guarded(k.name, matmul_mac_count, k)}
+    for key, want in facts.items():
+        if cfg[key] != want:
+            raise NkiError(INVALID_IR, f"kernel '{k.name}': the backend_config's {key} does not "
+                           "match its serialize_ir_string (edited or corrupt config)",
+                           hint="re-create the config with dump_config")
 
 
 def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAULT_BUDGET):
@@ -387,10 +412,8 @@ def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAUL
     """
     from . import runtime
     cfg = decode_backend_config(s)
-    prog, estimate = _program_of(cfg["serialize_ir_string"])
+    prog = _program_of(cfg, budget)
     k = prog.kernel
-    if budget is not None:
-        over_budget(k, estimate, budget)
     if len(arrays) != len(k.params):
         names = ", ".join(d.name for d in k.params)
         raise NkiError(None, f"kernel '{cfg['func_name']}' takes {len(k.params)} tensors "

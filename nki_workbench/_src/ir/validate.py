@@ -180,6 +180,8 @@ KERNEL_ATTRS = frozenset({"returns", "constants", "has_collectives", "compile_op
 LOOP_ATTRS = frozenset({"directives"})
 """Loop attribute names (allocation directives on a loop)."""
 _RETURNS = ("none", "single", "tuple", "list")
+MAX_RANK = 8
+"""Most dimensions a tensor or an index grid may have (NKI tiles have at most a few)."""
 
 
 # ----------------------------------------------------------------------------- the walk
@@ -236,7 +238,7 @@ def _check_atom(sc: _Scope, a, where: str):
                     f"{', '.join(sorted(sc.bound)) or 'none'})")
     elif isinstance(a, E.Iota):
         if not (_is_int(a.size) and _is_int(a.axis) and _is_int(a.ndim) and a.size > 0
-                and 0 <= a.axis < a.ndim):
+                and 0 <= a.axis < a.ndim <= MAX_RANK):
             sc.fail(f"{where} has a malformed index grid {E.to_str(a)}")
     elif isinstance(a, E.Fn):
         if a.op not in E._FNS or len(a.args) != 2:
@@ -248,7 +250,7 @@ def _check_atom(sc: _Scope, a, where: str):
         if decl is None:
             sc.fail(f"{where} reads run-time indices from undeclared tensor '{a.tensor}'")
         _check_index(sc, a.tensor, decl, a.index, where)
-        if not _positive_ints(a.shape):
+        if not _positive_ints(a.shape) or len(a.shape) > MAX_RANK:
             sc.fail(f"{where}: indirect index shape {a.shape!r} is not positive integers")
     else:
         sc.fail(f"{where} holds {type(a).__name__}, not an index atom")
@@ -297,13 +299,18 @@ def _check_access(sc: _Scope, a: Access, where: str):
     if decl is None:
         sc.fail(f"{where} names tensor '{a.tensor}', which is not declared before this point")
     _check_index(sc, a.tensor, decl, a.index, where)
-    if a.shape is not None and not _positive_ints(a.shape):
+    if a.shape is not None and (not _positive_ints(a.shape) or len(a.shape) > MAX_RANK):
         sc.fail(f"{where}: access shape {a.shape!r} is not a tuple of positive integers")
+    grid = decl.shape
     if a.index is not None:
         try:
-            E.grid_shape(a.index)
+            grid = E.grid_shape(a.index)
         except ValueError:
             sc.fail(f"{where}: the index grids of '{a.tensor}' do not broadcast together")
+    if a.shape is not None and math.prod(a.shape) != math.prod(grid):
+        # why: a shape override only re-labels the accessed elements (unit axes, views)
+        sc.fail(f"{where}: access shape {a.shape!r} of '{a.tensor}' does not hold the "
+                f"{math.prod(grid)} elements its index selects")
 
 
 def _check_scalar(sc: _Scope, s: Scalar, where: str):
@@ -376,8 +383,9 @@ def _check_decl(sc: _Scope, d: TensorDecl):
         sc.fail(f"tensor name {d.name!r} is not an identifier")
     if d.name in sc.decls:
         sc.fail(f"tensor '{d.name}' is declared twice")
-    if not _positive_ints(d.shape):
-        sc.fail(f"shape {d.shape!r} of '{d.name}' is not a tuple of positive integers")
+    if not _positive_ints(d.shape) or len(d.shape) > MAX_RANK:
+        sc.fail(f"shape {d.shape!r} of '{d.name}' is not a tuple of at most {MAX_RANK} "
+                "positive integers")
     if d.dtype not in D.DTYPE_NAMES:
         sc.fail(f"unknown dtype '{d.dtype}' of '{d.name}' (expected one of "
                 f"{', '.join(D.DTYPE_NAMES)})")
@@ -388,6 +396,7 @@ def _check_decl(sc: _Scope, d: TensorDecl):
                 f"{', '.join(TENSOR_KINDS)})")
     if not (_is_int(d.par_dim) and 0 <= d.par_dim < max(1, len(d.shape))):
         sc.fail(f"par_dim {d.par_dim!r} of '{d.name}' is outside its rank {len(d.shape)}")
+    _check_fits(sc, d)
     if d.init is not None and not isinstance(d.init, numbers.Real):
         sc.fail(f"init {d.init!r} of '{d.name}' is not a number")
     _check_view(sc, d)
@@ -396,6 +405,22 @@ def _check_decl(sc: _Scope, d: TensorDecl):
     if d.alloc is not None and not (isinstance(d.alloc, tuple) and d.alloc
                                     and isinstance(d.alloc[0], str)):
         sc.fail(f"alloc {d.alloc!r} of '{d.name}' is not an allocation spec")
+
+
+def _check_fits(sc: _Scope, d: TensorDecl):
+    # why: the tracer refuses on-chip tiles over the partition count or the per-partition
+    # capacity of the target; IR holding one was not traced (and would allocate without bound)
+    if d.buffer not in ("sbuf", "psum") or not d.shape:
+        return
+    tgt = TARGETS[sc.kernel.target]
+    if d.shape[d.par_dim] > tgt.pmax:
+        sc.fail(f"'{d.name}' spans {d.shape[d.par_dim]} partitions, more than the {tgt.pmax} "
+                f"of {tgt.name}")
+    free = math.prod(d.shape[d.par_dim + 1:]) * D.itemsize(D.from_name(d.dtype))
+    limit = tgt.psum_bank_bytes if d.buffer == "psum" else tgt.total_available_sbuf_size
+    if free > limit:
+        sc.fail(f"{d.buffer} tensor '{d.name}' needs {free} bytes per partition, more than the "
+                f"{limit} of {tgt.name}")
 
 
 def _check_const(sc: _Scope, d: TensorDecl):
@@ -564,22 +589,34 @@ class Budget:
         bytes: bytes of all declared tensors together.
     """
 
-    steps: int | None = 2_000_000
-    elements: int | None = 20_000_000_000
-    bytes: int | None = 8 << 30
+    steps: int | None = 1_000_000
+    elements: int | None = 2_000_000_000
+    bytes: int | None = 1 << 30
 
 
 DEFAULT_BUDGET = Budget()
-"""What :func:`~nki_workbench.simulate_backend_config` allows unless told otherwise."""
+"""What :func:`~nki_workbench.simulate_backend_config` allows unless told otherwise: a guard
+against runaway IR (no hang, nothing over 1 GiB without being asked), not a speed promise — the
+interpreter runs roughly 10^3..10^4 instruction executions per second."""
 
 
 def _grid_size(a: Access, decls) -> int:
     decl = decls.get(a.tensor)
-    if a.shape is not None:
-        return math.prod(a.shape)
-    if a.index is None:
-        return math.prod(decl.shape) if decl is not None else 1
-    return math.prod(E.grid_shape(a.index))
+    whole = math.prod(decl.shape) if decl is not None else 1
+    grid = whole if a.index is None else math.prod(E.grid_shape(a.index))
+    # why: the executors build the index grid even when a shape override narrows the value
+    return max(grid, math.prod(a.shape)) if a.shape is not None else grid
+
+
+def _expr_size(e) -> int:
+    return math.prod(E.grid_shape([e]))
+
+
+def _trips(loop: Loop) -> int:
+    # why: len(range(...)) overflows a C ssize_t for the huge bounds a mutated IR may hold
+    if loop.step > 0:
+        return max(0, (loop.stop - loop.start + loop.step - 1) // loop.step)
+    return max(0, (loop.start - loop.stop - loop.step - 1) // -loop.step)
 
 
 def estimate_work(kernel: Kernel) -> dict:
@@ -596,10 +633,13 @@ def estimate_work(kernel: Kernel) -> dict:
         nonlocal steps, elements
         for s in body:
             if isinstance(s, Loop):
-                walk(s.body, mult * s.trip_count)
+                walk(s.body, mult * _trips(s))
             elif isinstance(s, Inst):
                 steps += mult
-                sizes = [_grid_size(a, decls) for a in s.outs + s.ins if isinstance(a, Access)]
+                sizes = [_grid_size(a, decls) if isinstance(a, Access) else _expr_size(a)
+                         for a in s.outs + s.ins if not isinstance(a, Scalar)]
+                if s.mask is not None:
+                    sizes.append(_expr_size(s.mask))  # why: the mask is evaluated on its grid
                 elements += mult * max(sizes, default=1)
     walk(kernel.body, math.prod(kernel.grid))
     nbytes = sum(math.prod(d.shape) * D.itemsize(D.from_name(d.dtype))
