@@ -34,8 +34,8 @@ import numpy as np
 from . import dtypes as D
 from .errors import NkiError
 from .ir import Inst, IRParseError, Kernel, Loop, parse, print_kernel
+from .ir.budget import DEFAULT_BUDGET, estimate_work, over_budget
 from .ir.validate import CODE as INVALID_IR
-from .ir.validate import DEFAULT_BUDGET, estimate_work, over_budget
 from .trace.kernel import TensorSpec, Traced, trace_kernel
 
 __all__ = ["KERNEL_VERSION", "CONFIG_KEYS", "PLATFORM_TARGETS", "FALLBACK_WARNING", "CompileOpts",

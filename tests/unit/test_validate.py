@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import nki_workbench._src.ir.budget as B
 import nki_workbench._src.ir.validate as V
 import nki_workbench.nki.language as nl
 from nki_workbench import simulate_backend_config
@@ -23,7 +24,7 @@ from nki_workbench.nki import NkiError
 CASES = M.base_cases()
 BY_NAME = {name: (cfg, arrays) for name, cfg, arrays in CASES}
 # the fuzz tests check which errors escape, not the default limits: keep them light and fast
-SMALL = V.Budget(steps=20_000, elements=50_000_000, bytes=64 << 20)
+SMALL = B.Budget(steps=20_000, elements=50_000_000, bytes=64 << 20)
 
 
 def _text(name):
@@ -234,14 +235,14 @@ def test_budget_refuses_a_huge_trip_count_at_once():
 def test_work_estimate_and_explicit_budgets():
     cfg, arrays = BY_NAME["matmul"]
     k = parse(cfg["serialize_ir_string"])
-    est = V.estimate_work(k)
+    est = B.estimate_work(k)
     assert est["steps"] == 1 + 2 * 3 + 1
     assert est["bytes"] == 4 * (64 * 32 + 64 * 64 + 2 * 32 * 64 + 32 * 32 + 32 * 64)
     with pytest.raises(V.InvalidIRError, match="8 steps, over the budget of 3"):
-        V.check_budget(k, V.Budget(steps=3))
+        B.check_budget(k, B.Budget(steps=3))
     s = M._config(cfg, cfg["serialize_ir_string"])
     with pytest.raises(NkiError, match="budget"):
-        simulate_backend_config(s, *arrays, budget=V.Budget(bytes=1000))
+        simulate_backend_config(s, *arrays, budget=B.Budget(bytes=1000))
     ok = simulate_backend_config(s, *arrays, budget=None)
     np.testing.assert_allclose(ok, arrays[0].T @ arrays[1], rtol=1e-4, atol=1e-4)
 
