@@ -87,6 +87,16 @@ def test_access_shape_must_hold_the_indexed_elements():
              "the 2048 elements its index selects")
 
 
+def test_index_grids_stay_within_bounds():
+    big = "{" + str(1 << 40) + "@0/2}"
+    _rejects(_text("masked"), "mask=(32*i + {32@0/2} < 80)  # unit/ir_mutations.py:65",
+             f"mask=(32*i + {big} < 80)  # unit/ir_mutations.py:65", at=big,
+             expect="malformed index grid")
+    _rejects(_text("masked"), "t = load(a[32*i + {32@0/2}, {16@1/2}])",
+             "t = load(a[32*i + {32@0/2}, {16@0/2}])", at="{16@0/2}",
+             expect="operand 0: its index grids do not broadcast together")
+
+
 def test_unknown_opcode():
     err = _rejects(_text("add"), "t_1 = exp(t)", "t_1 = frobnicate(t)",
                    expect="unknown opcode 'frobnicate'")

@@ -178,6 +178,8 @@ LOOP_ATTRS = frozenset({"directives"})
 _RETURNS = ("none", "single", "tuple", "list")
 MAX_RANK = 8
 """Most dimensions a tensor or an index grid may have (NKI tiles have at most a few)."""
+MAX_DIM = 1 << 31
+"""Largest size of one dimension (of a tensor, an index grid or an access)."""
 
 
 # ----------------------------------------------------------------------------- the walk
@@ -215,7 +217,7 @@ def _text(node) -> str | None:
 
 
 def _positive_ints(v) -> bool:
-    return isinstance(v, tuple) and all(type(x) is int and x > 0 for x in v)
+    return isinstance(v, tuple) and all(type(x) is int and 0 < x <= MAX_DIM for x in v)
 
 
 def _is_int(v) -> bool:
@@ -233,8 +235,8 @@ def _check_atom(sc: _Scope, a, where: str):
             sc.fail(f"{where} uses variable '{a.name}', which no enclosing loop binds (bound: "
                     f"{', '.join(sorted(sc.bound)) or 'none'})")
     elif isinstance(a, E.Iota):
-        if not (_is_int(a.size) and _is_int(a.axis) and _is_int(a.ndim) and a.size > 0
-                and 0 <= a.axis < a.ndim <= MAX_RANK):
+        if not (_is_int(a.size) and _is_int(a.axis) and _is_int(a.ndim)
+                and 0 < a.size <= MAX_DIM and 0 <= a.axis < a.ndim <= MAX_RANK):
             sc.fail(f"{where} has a malformed index grid {E.to_str(a)}")
     elif isinstance(a, E.Fn):
         if a.op not in E._FNS or len(a.args) != 2:
@@ -297,16 +299,22 @@ def _check_access(sc: _Scope, a: Access, where: str):
     _check_index(sc, a.tensor, decl, a.index, where)
     if a.shape is not None and (not _positive_ints(a.shape) or len(a.shape) > MAX_RANK):
         sc.fail(f"{where}: access shape {a.shape!r} is not a tuple of positive integers")
-    grid = decl.shape
-    if a.index is not None:
-        try:
-            grid = E.grid_shape(a.index)
-        except ValueError:
-            sc.fail(f"{where}: the index grids of '{a.tensor}' do not broadcast together")
+    grid = decl.shape if a.index is None else _check_grid(sc, a.index, where)
     if a.shape is not None and math.prod(a.shape) != math.prod(grid):
         # why: a shape override only re-labels the accessed elements (unit axes, views)
         sc.fail(f"{where}: access shape {a.shape!r} of '{a.tensor}' does not hold the "
                 f"{math.prod(grid)} elements its index selects")
+
+
+def _check_grid(sc: _Scope, exprs, where: str) -> tuple:
+    # why: executors build these grids; they must broadcast and stay within MAX_DIM per axis
+    try:
+        grid = E.grid_shape(exprs)
+    except ValueError:
+        sc.fail(f"{where}: its index grids do not broadcast together")
+    if not _positive_ints(tuple(grid)) and grid != ():
+        sc.fail(f"{where}: index grid {grid!r} is too large")
+    return grid
 
 
 def _check_scalar(sc: _Scope, s: Scalar, where: str):
@@ -372,6 +380,10 @@ def _check_inst(sc: _Scope, s: Inst):
         if not isinstance(s.mask, E.Pred):
             sc.fail("the mask is not a predicate")
         _check_expr(sc, s.mask, "the mask", pred=True)
+    for k, e in [(f"operand {k}", o) for k, o in enumerate(s.ins)
+                 if isinstance(o, (E.Affine, E.Pred))] + [("the mask", s.mask)]:
+        if e is not None:
+            _check_grid(sc, [e], k)
 
 
 def _check_decl(sc: _Scope, d: TensorDecl):
