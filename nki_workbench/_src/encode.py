@@ -41,7 +41,7 @@ from .trace.kernel import TensorSpec, Traced
 
 __all__ = ["KERNEL_VERSION", "CONFIG_KEYS", "PLATFORM_TARGETS", "FALLBACK_WARNING", "CompileOpts",
            "DeclTensor", "DumpedConfig", "FrameworkKernel", "UnifiedKernel",
-           "LegacyFrameworkKernel", "matmul_mac_count", "build_backend_config",
+           "LegacyFrameworkKernel", "matmul_mac_count", "serialize_dims", "build_backend_config",
            "encode_backend_config", "decode_backend_config", "resolve_platform_target",
            "hardware_target", "check_grid", "FRAMEWORK_CLASSES", "CACHE_SIZE"]
 
@@ -222,6 +222,12 @@ def _dims(decls) -> list:
     return [{"name": d.name, "shape": list(d.shape), "dtype": d.dtype} for d in decls]
 
 
+def serialize_dims(k: Kernel) -> dict:
+    """The config's ``serialize_dims``: name, shape and dtype of every input and output."""
+    decls = k.decls()
+    return {"inputs": _dims(k.params), "outputs": _dims(decls[n] for n in k.outputs)}
+
+
 def build_backend_config(traced: Traced, *, func_name: str | None = None, grid=None,
                          platform_target: str | None = None,
                          platform_target_is_fallback: bool = False, opts=None) -> dict:
@@ -245,8 +251,7 @@ def build_backend_config(traced: Traced, *, func_name: str | None = None, grid=N
         "platform_target": platform_target or k.target,
         "platform_target_is_fallback": bool(platform_target_is_fallback),
         "opts": opts_json,
-        "serialize_dims": {"inputs": _dims(k.params),
-                           "outputs": _dims(decls[n] for n in k.outputs)},
+        "serialize_dims": serialize_dims(k),
         "serialize_ir_string": print_kernel(k),
         "tiled": int(np.prod(grid, dtype=np.int64)) > 1 if grid else False,
         "constant_values": [[p, _json_value(v)] for p, v in traced.constants],

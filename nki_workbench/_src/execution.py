@@ -18,11 +18,18 @@ import numpy as np
 
 from . import dtypes as D
 from .caching import LRU
-from .encode import CACHE_SIZE, build_backend_config, decode_backend_config, encode_backend_config
+from .encode import (
+    CACHE_SIZE,
+    build_backend_config,
+    decode_backend_config,
+    encode_backend_config,
+    matmul_mac_count,
+    serialize_dims,
+)
 from .errors import NkiError
 from .ir import IRParseError, Kernel, parse
 from .ir.validate import CODE as INVALID_IR
-from .ir.validate import DEFAULT_BUDGET, estimate_work, over_budget
+from .ir.budget import DEFAULT_BUDGET, estimate_work, over_budget
 from .options import SimParams, legacy_backend
 from .sim.interp import Program
 from .trace.kernel import Traced
@@ -39,7 +46,7 @@ PROGRAM_CACHE_SIZE = 256
 """Kernels whose compiled :class:`Program` is kept (least recently used are dropped)."""
 
 _PROGRAMS = LRU(PROGRAM_CACHE_SIZE)  # id(kernel) -> (kernel, Program)
-_PARSED = LRU(CACHE_SIZE)  # serialize_ir_string -> Program (a config's kernel)
+_PARSED = LRU(CACHE_SIZE)  # serialize_ir_string -> (Program, work estimate)
 
 
 def program_for(kernel: Kernel | Traced) -> Program:
@@ -104,14 +111,38 @@ _EXECUTOR_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError,
                     ZeroDivisionError, OverflowError, RecursionError, MemoryError)
 
 
-def _program_of(text: str):
-    """``(Program, work estimate)`` of an IR text: parsed, validated (``wb_invalid_ir``)."""
+def _program_of(cfg: dict, budget):
+    """The config's Program, built only once its IR passed validation, consistency and budget.
+
+    Building a Program compiles index grids, so an over-size IR must be stopped before it.
+    """
+    text = cfg["serialize_ir_string"]
     entry = _PARSED.lookup(text)
-    if entry is None:
-        kernel = parse(text)  # parses and validates
-        entry = _PARSED.store(text, (_guarded(kernel.name, Program, kernel),
-                                     estimate_work(kernel)))
-    return entry
+    if entry is not None:
+        prog, estimate = entry
+        _check_consistent(cfg, prog.kernel)
+        if budget is not None:
+            over_budget(prog.kernel, estimate, budget)
+        return prog
+    kernel = parse(text)  # parses and validates (wb_invalid_ir)
+    _check_consistent(cfg, kernel)
+    estimate = estimate_work(kernel)
+    if budget is not None:
+        over_budget(kernel, estimate, budget)
+    prog = _guarded(kernel.name, Program, kernel)
+    _PARSED.store(text, (prog, estimate))
+    return prog
+
+
+def _check_consistent(cfg: dict, k: Kernel) -> None:
+    """The config's own facts about the kernel (tensor dims, MAC count) must match its IR."""
+    facts = {"serialize_dims": _guarded(k.name, serialize_dims, k),
+             "matmul_mac_count": _guarded(k.name, matmul_mac_count, k)}
+    for key, want in facts.items():
+        if cfg[key] != want:
+            raise NkiError(INVALID_IR, f"kernel '{k.name}': the backend_config's {key} does not "
+                           "match its serialize_ir_string (edited or corrupt config)",
+                           hint="re-create the config with dump_config")
 
 
 def _guarded(name: str, fn, *args, **kwargs):
@@ -154,10 +185,8 @@ def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAUL
     """
     params = legacy_backend(params, backend, "simulate_backend_config")
     cfg = decode_backend_config(s)
-    prog, estimate = _program_of(cfg["serialize_ir_string"])
+    prog = _program_of(cfg, budget)
     k = prog.kernel
-    if budget is not None:
-        over_budget(k, estimate, budget)
     if len(arrays) != len(k.params):
         names = ", ".join(d.name for d in k.params)
         raise NkiError(None, f"kernel '{cfg['func_name']}' takes {len(k.params)} tensors "

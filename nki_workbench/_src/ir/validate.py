@@ -19,9 +19,7 @@ The rules live in :data:`RULES`, keyed by node class. The opcode table is
 register there when their packages are imported (importing ``nki_workbench`` does it), so
 validate after that.
 
-:func:`check_budget` is the second gate for IR that is about to run: a static estimate of the
-work (instruction executions, elements touched, bytes allocated) against a :class:`Budget`, so a
-mutated trip count or shape fails in microseconds instead of running for minutes.
+:mod:`.budget` is the second gate for IR that is about to run (a static work estimate).
 
 Setting the environment variable ``NKI_WORKBENCH_VALIDATE_IR=1`` also validates every kernel
 right after it is traced (:func:`validate_traces_enabled`) — a debugging aid for front-end work.
@@ -34,7 +32,6 @@ import binascii
 import math
 import numbers
 import os
-from dataclasses import dataclass
 
 from .. import dtypes as D
 from ..errors import NkiError
@@ -56,8 +53,7 @@ from .opcodes import ENGINES, OPCODES
 from .printer import format_decl, format_inst
 
 __all__ = ["InvalidIRError", "validate", "ATTRIBUTES", "ATTR_TYPES", "KERNEL_ATTRS",
-           "LOOP_ATTRS", "RULES", "Budget", "DEFAULT_BUDGET", "check_budget", "estimate_work",
-           "over_budget", "printed_lines", "VALIDATE_ENV",
+           "LOOP_ATTRS", "RULES", "MAX_RANK", "printed_lines", "VALIDATE_ENV",
            "validate_traces_enabled", "CODE"]
 
 CODE = "wb_invalid_ir"
@@ -180,6 +176,10 @@ KERNEL_ATTRS = frozenset({"returns", "constants", "has_collectives", "compile_op
 LOOP_ATTRS = frozenset({"directives"})
 """Loop attribute names (allocation directives on a loop)."""
 _RETURNS = ("none", "single", "tuple", "list")
+MAX_RANK = 8
+"""Most dimensions a tensor or an index grid may have (NKI tiles have at most a few)."""
+MAX_DIM = 1 << 31
+"""Largest size of one dimension (of a tensor, an index grid or an access)."""
 
 
 # ----------------------------------------------------------------------------- the walk
@@ -217,7 +217,7 @@ def _text(node) -> str | None:
 
 
 def _positive_ints(v) -> bool:
-    return isinstance(v, tuple) and all(type(x) is int and x > 0 for x in v)
+    return isinstance(v, tuple) and all(type(x) is int and 0 < x <= MAX_DIM for x in v)
 
 
 def _is_int(v) -> bool:
@@ -235,8 +235,8 @@ def _check_atom(sc: _Scope, a, where: str):
             sc.fail(f"{where} uses variable '{a.name}', which no enclosing loop binds (bound: "
                     f"{', '.join(sorted(sc.bound)) or 'none'})")
     elif isinstance(a, E.Iota):
-        if not (_is_int(a.size) and _is_int(a.axis) and _is_int(a.ndim) and a.size > 0
-                and 0 <= a.axis < a.ndim):
+        if not (_is_int(a.size) and _is_int(a.axis) and _is_int(a.ndim)
+                and 0 < a.size <= MAX_DIM and 0 <= a.axis < a.ndim <= MAX_RANK):
             sc.fail(f"{where} has a malformed index grid {E.to_str(a)}")
     elif isinstance(a, E.Fn):
         if a.op not in E._FNS or len(a.args) != 2:
@@ -248,7 +248,7 @@ def _check_atom(sc: _Scope, a, where: str):
         if decl is None:
             sc.fail(f"{where} reads run-time indices from undeclared tensor '{a.tensor}'")
         _check_index(sc, a.tensor, decl, a.index, where)
-        if not _positive_ints(a.shape):
+        if not _positive_ints(a.shape) or len(a.shape) > MAX_RANK:
             sc.fail(f"{where}: indirect index shape {a.shape!r} is not positive integers")
     else:
         sc.fail(f"{where} holds {type(a).__name__}, not an index atom")
@@ -297,13 +297,24 @@ def _check_access(sc: _Scope, a: Access, where: str):
     if decl is None:
         sc.fail(f"{where} names tensor '{a.tensor}', which is not declared before this point")
     _check_index(sc, a.tensor, decl, a.index, where)
-    if a.shape is not None and not _positive_ints(a.shape):
+    if a.shape is not None and (not _positive_ints(a.shape) or len(a.shape) > MAX_RANK):
         sc.fail(f"{where}: access shape {a.shape!r} is not a tuple of positive integers")
-    if a.index is not None:
-        try:
-            E.grid_shape(a.index)
-        except ValueError:
-            sc.fail(f"{where}: the index grids of '{a.tensor}' do not broadcast together")
+    grid = decl.shape if a.index is None else _check_grid(sc, a.index, where)
+    if a.shape is not None and math.prod(a.shape) != math.prod(grid):
+        # why: a shape override only re-labels the accessed elements (unit axes, views)
+        sc.fail(f"{where}: access shape {a.shape!r} of '{a.tensor}' does not hold the "
+                f"{math.prod(grid)} elements its index selects")
+
+
+def _check_grid(sc: _Scope, exprs, where: str) -> tuple:
+    # why: executors build these grids; they must broadcast and stay within MAX_DIM per axis
+    try:
+        grid = E.grid_shape(exprs)
+    except ValueError:
+        sc.fail(f"{where}: its index grids do not broadcast together")
+    if not _positive_ints(tuple(grid)) and grid != ():
+        sc.fail(f"{where}: index grid {grid!r} is too large")
+    return grid
 
 
 def _check_scalar(sc: _Scope, s: Scalar, where: str):
@@ -369,6 +380,10 @@ def _check_inst(sc: _Scope, s: Inst):
         if not isinstance(s.mask, E.Pred):
             sc.fail("the mask is not a predicate")
         _check_expr(sc, s.mask, "the mask", pred=True)
+    for k, e in [(f"operand {k}", o) for k, o in enumerate(s.ins)
+                 if isinstance(o, (E.Affine, E.Pred))] + [("the mask", s.mask)]:
+        if e is not None:
+            _check_grid(sc, [e], k)
 
 
 def _check_decl(sc: _Scope, d: TensorDecl):
@@ -376,8 +391,9 @@ def _check_decl(sc: _Scope, d: TensorDecl):
         sc.fail(f"tensor name {d.name!r} is not an identifier")
     if d.name in sc.decls:
         sc.fail(f"tensor '{d.name}' is declared twice")
-    if not _positive_ints(d.shape):
-        sc.fail(f"shape {d.shape!r} of '{d.name}' is not a tuple of positive integers")
+    if not _positive_ints(d.shape) or len(d.shape) > MAX_RANK:
+        sc.fail(f"shape {d.shape!r} of '{d.name}' is not a tuple of at most {MAX_RANK} "
+                "positive integers")
     if d.dtype not in D.DTYPE_NAMES:
         sc.fail(f"unknown dtype '{d.dtype}' of '{d.name}' (expected one of "
                 f"{', '.join(D.DTYPE_NAMES)})")
@@ -388,6 +404,7 @@ def _check_decl(sc: _Scope, d: TensorDecl):
                 f"{', '.join(TENSOR_KINDS)})")
     if not (_is_int(d.par_dim) and 0 <= d.par_dim < max(1, len(d.shape))):
         sc.fail(f"par_dim {d.par_dim!r} of '{d.name}' is outside its rank {len(d.shape)}")
+    _check_fits(sc, d)
     if d.init is not None and not isinstance(d.init, numbers.Real):
         sc.fail(f"init {d.init!r} of '{d.name}' is not a number")
     _check_view(sc, d)
@@ -396,6 +413,22 @@ def _check_decl(sc: _Scope, d: TensorDecl):
     if d.alloc is not None and not (isinstance(d.alloc, tuple) and d.alloc
                                     and isinstance(d.alloc[0], str)):
         sc.fail(f"alloc {d.alloc!r} of '{d.name}' is not an allocation spec")
+
+
+def _check_fits(sc: _Scope, d: TensorDecl):
+    # why: the tracer refuses on-chip tiles over the partition count or the per-partition
+    # capacity of the target; IR holding one was not traced (and would allocate without bound)
+    if d.buffer not in ("sbuf", "psum") or not d.shape:
+        return
+    tgt = TARGETS[sc.kernel.target]
+    if d.shape[d.par_dim] > tgt.pmax:
+        sc.fail(f"'{d.name}' spans {d.shape[d.par_dim]} partitions, more than the {tgt.pmax} "
+                f"of {tgt.name}")
+    free = math.prod(d.shape[d.par_dim + 1:]) * D.itemsize(D.from_name(d.dtype))
+    limit = tgt.psum_bank_bytes if d.buffer == "psum" else tgt.total_available_sbuf_size
+    if free > limit:
+        sc.fail(f"{d.buffer} tensor '{d.name}' needs {free} bytes per partition, more than the "
+                f"{limit} of {tgt.name}")
 
 
 def _check_const(sc: _Scope, d: TensorDecl):
@@ -551,86 +584,6 @@ def printed_lines(kernel: Kernel) -> dict:
                 body(s.body)
     body(kernel.body if isinstance(kernel.body, tuple) else ())
     return out
-
-
-# ----------------------------------------------------------------------------- budget
-@dataclass(frozen=True)
-class Budget:
-    """Static limits on the work one simulation of an IR may do (``None`` = unlimited).
-
-    Attributes:
-        steps: instruction executions, summed over loop trips and SPMD programs.
-        elements: tensor elements the instructions touch, summed the same way.
-        bytes: bytes of all declared tensors together.
-    """
-
-    steps: int | None = 2_000_000
-    elements: int | None = 20_000_000_000
-    bytes: int | None = 8 << 30
-
-
-DEFAULT_BUDGET = Budget()
-"""What :func:`~nki_workbench.simulate_backend_config` allows unless told otherwise."""
-
-
-def _grid_size(a: Access, decls) -> int:
-    decl = decls.get(a.tensor)
-    if a.shape is not None:
-        return math.prod(a.shape)
-    if a.index is None:
-        return math.prod(decl.shape) if decl is not None else 1
-    return math.prod(E.grid_shape(a.index))
-
-
-def estimate_work(kernel: Kernel) -> dict:
-    """Static work estimate of one simulation of a (validated) kernel.
-
-    Returns:
-        ``{"steps": ..., "elements": ..., "bytes": ...}``: instruction executions and elements
-        touched (summed over loop trips and SPMD programs), bytes of all declared tensors.
-    """
-    decls = kernel.decls()
-    steps = elements = 0
-
-    def walk(body, mult):
-        nonlocal steps, elements
-        for s in body:
-            if isinstance(s, Loop):
-                walk(s.body, mult * s.trip_count)
-            elif isinstance(s, Inst):
-                steps += mult
-                sizes = [_grid_size(a, decls) for a in s.outs + s.ins if isinstance(a, Access)]
-                elements += mult * max(sizes, default=1)
-    walk(kernel.body, math.prod(kernel.grid))
-    nbytes = sum(math.prod(d.shape) * D.itemsize(D.from_name(d.dtype))
-                 for d in decls.values() if d.base is None)
-    return {"steps": steps, "elements": elements, "bytes": nbytes}
-
-
-def over_budget(kernel: Kernel, estimate: dict, budget: Budget) -> None:
-    """Raise ``wb_invalid_ir`` when an :func:`estimate_work` result exceeds ``budget``."""
-    for key, got in estimate.items():
-        limit = getattr(budget, key)
-        if limit is not None and got > limit:
-            raise InvalidIRError(f"simulating kernel '{kernel.name}' would take {got:,} {key}, "
-                                 f"over the budget of {limit:,} (raise it with "
-                                 f"budget=Budget({key}=...))")
-
-
-def check_budget(kernel: Kernel, budget: Budget = DEFAULT_BUDGET) -> dict:
-    """Estimate the work of simulating ``kernel`` and refuse it when over ``budget``.
-
-    Run it after :func:`validate` (it trusts the structure).
-
-    Returns:
-        The :func:`estimate_work` result.
-
-    Raises:
-        InvalidIRError: ``wb_invalid_ir`` naming the limit and the estimate.
-    """
-    est = estimate_work(kernel)
-    over_budget(kernel, est, budget)
-    return est
 
 
 def validate_traces_enabled() -> bool:
