@@ -238,7 +238,6 @@ def build_backend_config(traced: Traced, *, func_name: str | None = None, grid=N
     for kernels that return their outputs (false for the legacy output-argument convention).
     """
     k = traced.kernel
-    decls = k.decls()
     grid = tuple(k.grid if grid is None else grid)
     opts = opts if opts is not None else CompileOpts()
     opts_json = opts.as_json() if isinstance(opts, CompileOpts) else dict(opts)

@@ -28,9 +28,10 @@ from .encode import (
 )
 from .errors import NkiError
 from .ir import IRParseError, Kernel, parse
-from .ir.validate import CODE as INVALID_IR
 from .ir.budget import DEFAULT_BUDGET, estimate_work, over_budget
+from .ir.validate import CODE as INVALID_IR
 from .options import SimParams, legacy_backend
+from .semantics import Unsupported
 from .sim.interp import Program
 from .trace.kernel import Traced
 
@@ -107,8 +108,9 @@ def package_outputs(kernel, outs: dict, arrays):
 
 # why: whatever a malformed IR still trips over inside an executor must reach the caller as an
 # NkiError naming the kernel, never as a bare built-in exception from deep inside the simulator
+# (Unsupported: a value rule met an operand it has no meaning for, e.g. an unknown ALU op)
 _EXECUTOR_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError,
-                    ZeroDivisionError, OverflowError, RecursionError, MemoryError)
+                    ZeroDivisionError, OverflowError, RecursionError, MemoryError, Unsupported)
 
 
 def _program_of(cfg: dict, budget):

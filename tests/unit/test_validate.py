@@ -14,11 +14,11 @@ import nki_workbench._src.ir.budget as B
 import nki_workbench._src.ir.validate as V
 import nki_workbench.nki.language as nl
 from nki_workbench import simulate_backend_config
+from nki_workbench._src.alloc import passes as trace_kernel_mod
+from nki_workbench._src.alloc.passes import trace_kernel
 from nki_workbench._src.ir import OPCODES, IRParseError, format_inst, parse, print_kernel
 from nki_workbench._src.ir import expr as E
 from nki_workbench._src.ir.nodes import Access, Alloc, Inst, Kernel, Loop, TensorDecl
-from nki_workbench._src.trace import kernel as trace_kernel_mod
-from nki_workbench._src.trace.kernel import trace_kernel
 from nki_workbench.nki import NkiError
 
 CASES = M.base_cases()

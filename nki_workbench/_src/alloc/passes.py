@@ -2,7 +2,8 @@
 
 :func:`trace_kernel` runs the tracer (``trace.kernel.trace_function``) with the allocation
 surface's decorator fields, then the allocation pass (kernel-level rules and SBUF/PSUM
-placement; errors raise), then (with ``NKI_WORKBENCH_VALIDATE_IR=1``) the IR validator, then the trace hooks. The tracer itself knows nothing of allocation.
+placement; errors raise), then (with ``NKI_WORKBENCH_VALIDATE_IR=1``) the IR validator,
+then the trace hooks. The tracer itself knows nothing of allocation.
 """
 
 from __future__ import annotations
