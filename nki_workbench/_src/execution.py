@@ -30,13 +30,13 @@ from .errors import NkiError
 from .ir import IRParseError, Kernel, parse
 from .ir.budget import DEFAULT_BUDGET, estimate_work, over_budget
 from .ir.validate import CODE as INVALID_IR
-from .options import SimParams, legacy_backend
+from .options import SimParams, legacy_backend, selected_backend
 from .semantics import Unsupported
 from .sim.interp import Program
 from .trace.kernel import Traced
 
-__all__ = ["run", "program_for", "package_outputs", "SIM_HOOKS", "simulate_backend_config",
-           "config_round_trip_hook", "PROGRAM_CACHE_SIZE"]
+__all__ = ["run", "run_program", "program_for", "package_outputs", "SIM_HOOKS",
+           "simulate_backend_config", "config_round_trip_hook", "PROGRAM_CACHE_SIZE"]
 
 SIM_HOOKS: list = []
 """Callables ``fn(traced, inputs, params, outputs, backend)`` run after every simulation
@@ -79,11 +79,20 @@ def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
     Returns:
         dict: output tensor name -> numpy array (storage dtype).
     """
-    backend = "numpy" if observer is not None else (params.backend if params else None)
-    outs = program_for(traced).run(inputs, params, observer=observer, backend=backend)
+    backend = "numpy" if observer is not None else selected_backend(params)
+    outs = run_program(program_for(traced), inputs, params, backend, observer=observer)
     for hook in SIM_HOOKS if hooks else ():
         hook(traced, inputs, params, outs, backend)
     return outs
+
+
+def run_program(prog: Program, inputs: dict, params: SimParams | None, backend: str, *,
+                observer=None) -> dict:
+    """Run a :class:`Program` on the executor ``backend`` names (``"numpy"`` or ``"jax"``)."""
+    if backend == "jax":
+        from .sim import jax_exec  # why: importing jax costs ~1 s; only the compiled backend pays
+        return jax_exec.run_compiled(prog, inputs, params)
+    return prog.run(inputs, params, observer=observer)
 
 
 def package_outputs(kernel, outs: dict, arrays):
@@ -197,8 +206,9 @@ def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAUL
     if bad:
         raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
                        f"for {', '.join(bad)}")
-    outs = _guarded(k.name, prog.run, {d.name: a for d, a in zip(k.params, arrays, strict=True)},
-                    params, backend=params.backend if params else None)
+    outs = _guarded(k.name, run_program, prog,
+                    {d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
+                    selected_backend(params))
     return _guarded(k.name, package_outputs, k, outs, arrays)
 
 

@@ -9,13 +9,34 @@ The one spelling of the simulator backend is ``SimParams(backend="numpy" | "jax"
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["SimParams", "BACKENDS", "legacy_backend", "legacy_target"]
+from .errors import NkiError
+
+__all__ = ["SimParams", "BACKENDS", "SIM_BACKEND_ENV", "selected_backend", "legacy_backend",
+           "legacy_target"]
 
 BACKENDS = ("numpy", "jax")
+SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
+
+
+def selected_backend(params: SimParams | None = None) -> str:
+    """The simulator backend to use: ``params.backend``, else ``NKI_WORKBENCH_SIM_BACKEND``.
+
+    Raises:
+        NkiError: ``wb_bad_sim_backend`` when the environment names no backend.
+    """
+    if params is not None and params.backend is not None:
+        return params.backend
+    value = os.environ.get(SIM_BACKEND_ENV, "").strip().lower() or "numpy"
+    if value not in BACKENDS:
+        raise NkiError("wb_bad_sim_backend",
+                       f"{SIM_BACKEND_ENV}={value!r} is not a simulator backend",
+                       hint=f"use one of {', '.join(BACKENDS)}")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)

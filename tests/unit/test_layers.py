@@ -43,32 +43,6 @@ LAYERS = (
 # entries that name only the package module itself, not what lies below it
 EXACT = {"", "_src"}
 
-# Pending the rewrite of sim/ into one semantics layer and two executors (issue 18 items 1-3,
-# done on another branch): what that rewrite removes. The lead empties this after merging it;
-# an entry that no longer occurs fails test_pending_sim_entries_still_occur, so it cannot rot.
-PENDING_SIM = {
-    # the seven-module cycle of the numpy interpreter and the JAX lowering
-    ("cycle", "_src.sim.interp"),
-    ("cycle", "_src.sim.jax_buffers"),
-    ("cycle", "_src.sim.jax_exec"),
-    ("cycle", "_src.sim.jax_isa"),
-    ("cycle", "_src.sim.jax_rules"),
-    ("cycle", "_src.sim.jax_static"),
-    ("cycle", "_src.sim.jax_vector"),
-    # nki.isa imports its numpy rules so that they register into the interpreter's tables
-    ("upward", "_src.isa", "_src.sim.isa_rules"),
-    # private names shared between the two executors' copies of the numerics
-    ("private", "_src.sim.isa_rules", "_src.sim.rules", "_UNARY"),
-    ("private", "_src.sim.jax_buffers", "_src.sim.interp", "_decode_const"),
-    ("private", "_src.sim.jax_buffers", "_src.sim.interp", "_poison"),
-    ("private", "_src.sim.jax_exec", "_src.sim.interp", "_read_and_written"),
-    ("private", "_src.sim.jax_isa", "_src.sim.jax_rules", "_UNARY"),
-    ("private", "_src.sim.jax_rules", "_src.sim.interp", "_CROSS_LANE"),
-    ("private", "_src.sim.jax_rules", "_src.sim.interp", "_LANEWISE"),
-    ("private", "_src.sim.jax_static", "_src.sim.interp", "_read_and_written"),
-}
-
-
 def _modules() -> dict:
     """Dotted module name (relative to nki_workbench) -> (path, is_package)."""
     out = {}
@@ -140,10 +114,6 @@ def _layer(mod: str) -> int:
     return level
 
 
-def _pending(kind: str) -> set:
-    return {e[1:] for e in PENDING_SIM if e[0] == kind}
-
-
 def _edges() -> dict:
     graph = {m: set() for m in MODULES}
     for src, dst, _, _ in IMPORTS:
@@ -199,29 +169,22 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    allowed = _pending("upward")
     bad = sorted({f"{src} ({LAYERS[_layer(src)][0]}) imports {dst} ({LAYERS[_layer(dst)][0]}) "
                   f"at line {line}"
-                  for src, dst, _, line in IMPORTS
-                  if _layer(dst) > _layer(src) and (src, dst) not in allowed})
+                  for src, dst, _, line in IMPORTS if _layer(dst) > _layer(src)})
     assert not bad, "upward imports:\n" + "\n".join(bad)
 
 
 def test_no_import_cycles():
-    allowed = _pending("cycle")
-    allowed = {m for (m,) in allowed}
-    bad = [sorted(c) for c in _cycles(_edges()) if not c <= allowed]
+    bad = [sorted(c) for c in _cycles(_edges())]
     assert not bad, "import cycles among nki_workbench modules:\n" + "\n".join(
         ", ".join(c) for c in bad)
 
 
 def test_no_private_names_across_modules():
-    allowed = _pending("private")
     bad = []
     for src, dst, name, line in IMPORTS:
         if name is None or not name.startswith("_") or name.startswith("__") or src == dst:
-            continue
-        if (src, dst, name) in allowed:
             continue
         sub = f"{dst}.{name}".lstrip(".")
         if sub in MODULES and src.startswith(dst + "." if dst else ""):
@@ -230,24 +193,14 @@ def test_no_private_names_across_modules():
     assert not bad, "private names imported across modules:\n" + "\n".join(sorted(bad))
 
 
-def test_pending_sim_entries_still_occur():
-    cyc = set().union(*_cycles(_edges()))
-    edges = {(s, d) for s, d, _, _ in IMPORTS}
-    names = {(s, d, n) for s, d, n, _ in IMPORTS}
-    stale = []
-    for entry in sorted(PENDING_SIM):
-        kind, rest = entry[0], entry[1:]
-        ok = {"cycle": lambda r: r[0] in cyc, "upward": lambda r: r in edges,
-              "private": lambda r: r in names}[kind](rest)
-        if not ok:
-            stale.append(entry)
-    assert not stale, f"PENDING_SIM entries that no longer occur (remove them): {stale}"
-
-
 @pytest.mark.parametrize("src,dst", [("_src.trace.tensor", "_src.lang"),
                                      ("_src.trace.kernel", "_src.alloc"),
                                      ("_src.encode", "_src.runtime"),
                                      ("_src.inspection", "notebook.mime"),
-                                     ("_src.alloc", "_src.inspection")])
+                                     ("_src.alloc", "_src.inspection"),
+                                     ("_src.sim.interp", "_src.sim.jax_exec"),
+                                     ("_src.sim.isa_exec", "_src.sim.interp"),
+                                     ("_src.semantics.numerics", "_src.semantics.numerics_jax"),
+                                     ("_src.isa", "_src.sim")])
 def test_the_edges_that_made_the_old_cycles_are_gone(src, dst):
     assert dst not in _edges()[src]

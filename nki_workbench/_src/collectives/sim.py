@@ -1,4 +1,4 @@
-"""Simulator side: the collective opcodes as ``sim.interp.SPECIAL`` factories.
+"""Simulator side: the collective opcodes as ``sim.specials.SPECIAL`` factories.
 
 Each factory compiles one collective instruction into ``run(state)``: read the sources (with
 the instruction's mask), hand them to the rank's :class:`~.world.World`, and write what comes
@@ -25,8 +25,8 @@ from ..ir import expr as E
 from ..machine import machine_of
 from ..options import SimParams
 from ..semantics import NUMPY
-from ..sim import interp
 from ..sim.access import CompiledAccess
+from ..sim.specials import SPECIAL
 from .kinds import OPCODE_KIND
 from .world import Arrival, World
 
@@ -120,4 +120,4 @@ def _factory(program, inst):
 
 
 for _op in OPCODE_KIND:
-    interp.SPECIAL[_op] = _factory
+    SPECIAL[_op] = _factory

@@ -22,9 +22,26 @@ from .numerics import (
     Ex,
     Numerics,
     Unsupported,
-    jax_numerics,
     value_rule,
 )
 
 __all__ = ["NUMPY", "VALUE_RULES", "Ex", "Numerics", "Unsupported", "jax_numerics",
            "value_rule"]
+
+_JAX_CACHE: dict = {}
+
+
+def jax_numerics(zero=None) -> Numerics:
+    """The compiled lowering's :class:`Numerics`, bound to the run-time int32 ``zero``.
+
+    ``zero`` is a traced int32 zero no compiler can see through (``fence`` ORs float32 bit
+    patterns with it); ``None`` gives the unbound instance (fences with an optimisation
+    barrier). Importing jax happens here, on first use.
+    """
+    from . import numerics_jax  # why: numpy-only runs never import jax
+    if zero is None:
+        inst = _JAX_CACHE.get(None)
+        if inst is None:
+            inst = _JAX_CACHE[None] = numerics_jax.JaxNumerics(None)
+        return inst
+    return numerics_jax.JaxNumerics(zero)

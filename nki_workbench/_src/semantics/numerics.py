@@ -5,10 +5,10 @@ A value rule (``semantics/nl.py``, ``semantics/isa*.py``) says what an opcode co
 instances exist:
 
 * :data:`NUMPY` — the interpreter's (``xp = numpy``); every primitive is plain numpy.
-* :func:`jax_numerics` — the compiled lowering's (``xp = jax.numpy``), built on first use so
-  numpy-only runs never import jax. It is bound to the lowering's run-time int32 zero, which
-  :meth:`Numerics.fence` needs (``jax_numerics(zero)``; the unbound ``JAX`` fences with an
-  optimisation barrier instead).
+* ``semantics.jax_numerics()`` — the compiled lowering's (:mod:`.numerics_jax`,
+  ``xp = jax.numpy``), built on first use so numpy-only runs never import jax. It is bound to
+  the lowering's run-time int32 zero, which :meth:`Numerics.fence` needs
+  (``jax_numerics(zero)``; the unbound instance fences with an optimisation barrier instead).
 
 The primitives that fix numerics across both executors:
 
@@ -30,7 +30,7 @@ from scipy import special as _sp_special
 
 from .. import dtypes as D
 
-__all__ = ["Numerics", "NUMPY", "jax_numerics", "Unsupported", "Ex", "value_rule",
+__all__ = ["Numerics", "NUMPY", "Unsupported", "Ex", "value_rule",
            "VALUE_RULES", "ALU_OPS", "BITVEC_OPS", "COMPARE_OPS", "REDUCE_IDENTITY"]
 
 _F32 = np.dtype(np.float32)
@@ -429,30 +429,3 @@ class _NumpyNumerics(Numerics):
 
 NUMPY = _NumpyNumerics()
 """The interpreter's :class:`Numerics`."""
-
-
-# ----------------------------------------------------------------------------- JAX
-_JAX_CACHE: dict = {}
-
-
-def jax_numerics(zero=None) -> Numerics:
-    """The compiled lowering's :class:`Numerics`, bound to the run-time int32 ``zero``.
-
-    ``zero`` is a traced int32 zero no compiler can see through (``fence`` ORs float32 bit
-    patterns with it); ``None`` gives the unbound instance (fences with an optimisation
-    barrier). Importing jax happens here, on first use.
-    """
-    if zero is None:
-        inst = _JAX_CACHE.get(None)
-        if inst is None:
-            from . import numerics_jax
-            inst = _JAX_CACHE[None] = numerics_jax.JaxNumerics(None)
-        return inst
-    from . import numerics_jax
-    return numerics_jax.JaxNumerics(zero)
-
-
-def __getattr__(name):
-    if name == "JAX":
-        return jax_numerics()
-    raise AttributeError(name)

@@ -33,25 +33,24 @@ from ..errors import (
     UninitializedReadWarning,
     warn,
 )
-from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
+from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar
 from ..ir import expr as E
 from ..options import SimParams
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.registry import props
 from .access import CompiledAccess
+from .analysis import read_and_written
 from .memory import LOW_FLOATS as _LOW_FLOATS
 from .memory import Buf
 from .memory import decode_const as _decode_const
 from .memory import poison as _poison
 from .memory import storage as _storage
 from .memory import tune_malloc as _tune_malloc
+from .specials import SPECIAL
 from .spmd import Collective as _Collective
 
 __all__ = ["SimParams", "Program", "Buf", "SPECIAL"]
 
-# opcode -> factory(program, inst) -> run(state): instructions that need the interpreter's
-# memory access directly (indirect writes, collectives) instead of a value rule.
-SPECIAL: dict = {}
 
 
 class _State:
@@ -112,7 +111,7 @@ class Program:
             elif isinstance(s, Loop):
                 # why: only tensors both read and (non-accumulating) written inside the loop can
                 # carry a value between iterations; stamping others would only cost time
-                inner_aff = affine_vars + ((s.var, frozenset(declared) & _read_and_written(
+                inner_aff = affine_vars + ((s.var, frozenset(declared) & read_and_written(
                     s.body, self.decls)),) if s.kind == "affine" else affine_vars
                 fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff)))
             else:
@@ -528,17 +527,18 @@ class Program:
         (``state.env`` holds the loop-variable values, ``state.pid`` the program): the hook the
         cost model and timeline use to see the concrete instruction stream.
 
-        ``backend``: ``"numpy"`` (this interpreter) or ``"jax"`` (the compiled program of
-        :mod:`.jax_exec`, same results); ``None`` = ``NKI_WORKBENCH_SIM_BACKEND`` (default
-        numpy). Runs with an observer always interpret.
+        ``backend``: ``"numpy"`` or ``None`` — this is the interpreter. The compiled program
+        (``"jax"``) runs through ``execution.run`` / :func:`.jax_exec.run_compiled`, which sit
+        above this module.
 
         Returns:
             dict: output tensor name -> numpy array (storage dtype).
         """
-        if observer is None and backend != "numpy":
-            from . import jax_exec
-            if (backend or jax_exec.selected_backend()) == "jax":
-                return jax_exec.run_compiled(self, inputs, params)
+        if backend not in (None, "numpy"):
+            raise NkiError("wb_bad_sim_backend", f"Program.run is the numpy interpreter; "
+                           f"backend={backend!r} runs through nki_workbench's run path",
+                           hint="use nki.simulate_kernel(..., params=SimParams(backend=...)) "
+                           "or jax_exec.run_compiled(program, inputs)")
         params = params or SimParams()
         _tune_malloc()
         k = self.kernel
@@ -639,23 +639,6 @@ def _partitionwise(inst):
             row &= t.reshape(t.shape[0], -1).all(axis=1)
         return np.broadcast_to(row.reshape((shape[0],) + (1,) * (len(shape) - 1)), shape)
     return combine
-
-
-def _read_and_written(body, decls):
-    """Root tensor names that the statements both read and write (not by accumulation)."""
-    def root(name):
-        while decls[name].base is not None:
-            name = decls[name].base
-        return name
-    reads, writes = set(), set()
-    for inst in walk_insts(body):
-        for o in inst.ins:
-            if isinstance(o, Access):
-                reads.add(root(o.tensor))
-        if inst.attr("acc") is None:
-            for o in inst.outs:
-                writes.add(root(o.tensor))
-    return reads & writes
 
 
 def _rowwise(inst):

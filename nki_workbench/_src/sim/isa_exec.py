@@ -20,7 +20,7 @@ from ..ir import expr as E
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.isa_alu import like, out_sel
 from .access import CompiledAccess
-from .interp import SPECIAL
+from .specials import SPECIAL
 
 __all__ = ["MULTI_OUTPUT"]
 

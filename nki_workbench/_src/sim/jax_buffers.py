@@ -15,7 +15,8 @@ from jax import lax
 
 from .. import dtypes as D
 from ..semantics import Unsupported, jax_numerics
-from .interp import _decode_const, _poison
+from .memory import decode_const as _decode_const
+from .memory import poison as _poison
 
 __all__ = ["Buffers"]
 

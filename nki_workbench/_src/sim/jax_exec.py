@@ -38,8 +38,8 @@ Inputs reach the program without a host copy on CPU (:func:`.jax_static.window`)
 Compiled programs are cached per kernel IR (the specialisation the tracer's cache keys on)
 and, inside, per input shapes and dtypes.
 
-Backend selection: :data:`SIM_BACKEND_ENV` (``NKI_WORKBENCH_SIM_BACKEND=jax``) is read in one
-place, :func:`selected_backend`; ``Program.run`` consults it.
+Backend selection: ``SimParams(backend=...)``, else ``NKI_WORKBENCH_SIM_BACKEND`` read in one
+place, :func:`~..options.selected_backend`; ``execution.run`` (the one run path) consults it.
 """
 
 from __future__ import annotations
@@ -51,15 +51,13 @@ import weakref
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import CompiledFallbackWarning, NkiError, warn
+from ..errors import CompiledFallbackWarning, warn
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
+from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
 from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
-from .interp import (
-    Program,
-    SimParams,
-    _read_and_written,
-)
+from .analysis import read_and_written
+from .interp import Program
 from .jax_access import (
     JaxAccess,
     fit,
@@ -85,12 +83,10 @@ from .memory import tune_malloc
 __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "compiled",
            "UNROLL_BUDGET", "VECTORISE"]
 
-SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
 CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False} if (os.cpu_count() or 1) <= 4 else {}
 """XLA options of the compiled programs on CPU. On a small CPU (measured on a shared 2-core
 machine) Eigen's threaded tile dots lose to single-threaded ones (the tiled bf16 matmul of
 ``bench/compiled_sim.py``: 37 -> 31 ms); larger machines keep XLA's default."""
-BACKENDS = ("numpy", "jax")
 UNROLL_BUDGET = 64
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
 NESTED_UNROLL_BUDGET = 0
@@ -109,16 +105,6 @@ _ZERO = np.int32(0)
 _DEFAULT_PARAMS = SimParams()
 _CACHE: dict = {}
 _LOCK = threading.Lock()
-
-
-def selected_backend() -> str:
-    """The simulator backend ``NKI_WORKBENCH_SIM_BACKEND`` selects (``numpy`` when unset)."""
-    value = os.environ.get(SIM_BACKEND_ENV, "").strip().lower() or "numpy"
-    if value not in BACKENDS:
-        raise NkiError("wb_bad_sim_backend",
-                       f"{SIM_BACKEND_ENV}={value!r} is not a simulator backend",
-                       hint=f"use one of {', '.join(BACKENDS)}")
-    return value
 
 
 def _jax():
@@ -244,7 +230,7 @@ class _Lower(Buffers):
         r = range(loop.start, loop.stop, loop.step)
         affine = loop.kind == "affine"
         if affine:
-            tracked = frozenset(self.declared) & _read_and_written(loop.body, self.decls)
+            tracked = frozenset(self.declared) & read_and_written(loop.body, self.decls)
             self.affine.append((loop.var, tracked))
             self.iter_id = self.iter_id + 1
             self.loop_lo[loop.var] = self.iter_id

@@ -17,7 +17,9 @@ from .. import dtypes as D
 from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
-from .interp import SPECIAL, SimParams, _read_and_written
+from ..options import SimParams
+from .analysis import read_and_written
+from .specials import SPECIAL
 
 __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
            "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted"]
@@ -130,7 +132,7 @@ def tracked(kernel: Kernel) -> frozenset:
                 declared.add(s.decl.name)
             elif isinstance(s, Loop):
                 if s.kind == "affine":
-                    out.update(declared & _read_and_written(s.body, decls))
+                    out.update(declared & read_and_written(s.body, decls))
                 walk(s.body, declared)
     walk(kernel.body, {d.name for d in kernel.params})
     return frozenset(out)
