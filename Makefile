@@ -41,12 +41,11 @@ labext: install
 
 # Two xdist workers on two cores: one BLAS thread each (OpenBLAS busy-waits when threads
 # outnumber cores, which made small matmuls ~50x slower).
-# The suite runs twice: the second time every simulation that does not name its backend goes
-# through the compiled (JAX) one, which must pass the same numpy references as the interpreter.
+# One pass: the simulator tests (tests/sim) are parametrised over both executors, the numpy
+# interpreter and the compiled JAX program (tests/sim/conftest.py), which must pass the same
+# numpy references; the import-contract test (tests/unit/test_layers.py) runs with the rest.
 test: install chromium
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 tests --ignore=tests/browser
-	NKI_WORKBENCH_SIM_BACKEND=jax OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q \
-		-n 2 -p no:cacheprovider tests --ignore=tests/browser
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then $(MAKE) --no-print-directory nbval; \
 	else echo "no notebooks/*.ipynb: skipping nbval"; fi
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest -p no:xdist -p no:cacheprovider tests/browser

@@ -302,5 +302,7 @@ def test_simulate_kernel_backend_argument_selects_the_compiled_program():
         return out
 
     a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
-    np.testing.assert_array_equal(nki.simulate_kernel(k, a, backend="jax"), 3 * a)
-    np.testing.assert_array_equal(nki.simulate_kernel(k, a, backend="numpy"), 3 * a)
+    from nki_workbench import SimParams
+    for backend in ("jax", "numpy"):
+        got = nki.simulate_kernel(k, a, params=SimParams(backend=backend))
+        np.testing.assert_array_equal(got, 3 * a)

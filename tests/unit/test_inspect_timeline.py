@@ -6,6 +6,7 @@ import numpy as np
 
 import nki_workbench
 import nki_workbench.nki.language as nl
+from nki_workbench import SimParams
 
 
 def k(a):
@@ -44,6 +45,6 @@ def test_occupancy_live_ranges_in_ns_from_the_timeline():
 
 def test_inspect_with_the_compiled_backend_gives_the_same_outputs():
     a = np.arange(256 * 64, dtype=np.float32).reshape(256, 64) / 1000
-    ref = nki_workbench.inspect(k, a, sim_backend="numpy").outputs
-    out = nki_workbench.inspect(k, a, sim_backend="jax").outputs
+    ref = nki_workbench.inspect(k, a, params=SimParams(backend="numpy")).outputs
+    out = nki_workbench.inspect(k, a, params=SimParams(backend="jax")).outputs
     np.testing.assert_allclose(out, ref, rtol=4 * 2.0**-23)  # XLA's exp: within 4 fp32 ulps
