@@ -88,12 +88,10 @@ def _clip(text: str, n: int = 160) -> str:
 # accumulation mode `acc` into whatever instruction produced f(x)
 _COMMON = ("dtype", "acc")
 _ISA = ("engine",)  # nki.isa records the engine on every instruction
-_ELEMENTWISE = (
-    "exp log sin arctan tanh sqrt rsqrt sigmoid relu gelu gelu_dx gelu_apprx_tanh "
-    "gelu_apprx_sigmoid silu silu_dx erf erf_dx softplus mish square sign abs negative trunc "
-    "floor ceil cos tan invert logical_not add subtract multiply divide power maximum minimum "
-    "mod fmod equal not_equal greater greater_equal less less_equal logical_and logical_or "
-    "logical_xor bitwise_and bitwise_or bitwise_xor left_shift right_shift where").split()
+# why: an element-wise opcode's registry entry (family unary/binary) is all it needs here, so
+# adding one touches no table in this file
+# (entries of _EXTRA below override it for the unary/binary opcodes that carry attributes)
+_ELEMENTWISE = [op for op, info in OPCODES.items() if info.family in ("unary", "binary")]
 _REDUCE = ("axis", "keepdims")
 _ALU2 = ("op0", "op1", "reverse0", "reverse1")
 _WITH_RES = ("op", "reduce_op", "reduce_cmd", "dtypes")
