@@ -94,6 +94,11 @@ def operand(x, api: str, arg: str):
         return x.expr
     if isinstance(x, (bool, np.bool_)):
         return Scalar(bool(x))
+    if isinstance(x, int) and x.bit_length() > 64:
+        # why: no NKI dtype holds it (and Python refuses to print an int of 4300+ digits)
+        raise NkiError(None, f"operand '{arg}' of '{api}' is an integer constant of "
+                       f"{x.bit_length()} bits; NKI constants fit in 64 bits", user_location(),
+                       "use a float (e.g. float('inf')) or a value of the operand's dtype")
     if isinstance(x, (int, float)):
         return Scalar(x)
     if isinstance(x, np.generic):

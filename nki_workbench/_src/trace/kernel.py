@@ -14,13 +14,14 @@ Steps:
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import dtypes as D
 from .. import tree as T
-from ..errors import NkiError, short_path
+from ..errors import NkiError, is_internal, short_path
 from ..hw import get_target
 from ..ir import Kernel
 from . import context as C
@@ -241,6 +242,12 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
     try:
         result = func(*[call_args[n] for n in _positional(bound)],
                       **{n: call_args[n] for n in _keyword(bound)})
+    except RecursionError as exc:
+        # why: Python's own error names no kernel line and its traceback is thousands deep
+        raise NkiError(None, f"kernel '{name}' recursed too deeply while being traced "
+                       f"(Python's recursion limit, {sys.getrecursionlimit()})",
+                       _kernel_line_of(exc), "NKI kernels trace once: unbounded recursion "
+                       "never ends; use a loop (nl.affine_range / nl.static_range)") from None
     finally:
         C.pop(ctx)
         while ctx.loops:
@@ -258,6 +265,17 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
     kernel = Kernel(name, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
                     grid, target, tuple(sorted(kattrs.items())))
     return Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
+
+
+def _kernel_line_of(exc) -> str | None:
+    """``file:line`` of the innermost kernel (non-workbench) frame of ``exc``'s traceback."""
+    where, tb = None, exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not is_internal(code.co_filename):
+            where = f"{short_path(code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def definition_location(func) -> str | None:
