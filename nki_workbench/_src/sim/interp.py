@@ -597,11 +597,13 @@ class Program:
                 sources = [f"'{t}' at {where}" for t, where in list(poison)[:3]]
                 origin = ("; they hold NaN/poison computed from unwritten elements of "
                           + ", ".join(sources)) if sources else "; they hold NaN/poison"
-                warn(UninitializedReadWarning,
-                     f"output '{name}': {missing} of {buf.init.size} elements were never "
-                     f"written{origin}", self.decls[name].loc,
-                     "store every element of the output and initialise the tiles it is "
-                     "computed from (check loop bounds and masks)")
+                msg = (f"output '{name}': {missing} of {buf.init.size} elements were never "
+                       f"written{origin}")
+                hint = ("store every element of the output and initialise the tiles it is "
+                        "computed from (check loop bounds and masks)")
+                if params.uninitialized == "error":
+                    raise NkiError("wb_uninitialized_read", msg, self.decls[name].loc, hint)
+                warn(UninitializedReadWarning, msg, self.decls[name].loc, hint)
             out[name] = buf.data
         return out
 
