@@ -111,8 +111,10 @@ class Event:
     def operands(self) -> str:
         """The regions written and read, ``out <- in, ...`` (tensor[start:stop:step, ...])."""
         rec = self._rec
-        w = ", ".join(_region_str(k[0], r) for k, r in rec.writes)
-        r = ", ".join(_region_str(k[0], r) for k, r in rec.reads)
+        s = rec.s  # why: the records name tile instances by number; the statics know the names
+        w = ", ".join(_region_str(a.name, r)
+                      for a, (_, r) in zip(s.writes, rec.writes, strict=True))
+        r = ", ".join(_region_str(a.name, r) for a, (_, r) in zip(s.reads, rec.reads, strict=True))
         return f"{w} <- {r}" if w else r
 
     def as_dict(self) -> dict:

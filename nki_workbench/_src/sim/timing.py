@@ -269,12 +269,20 @@ def _zeros(kernel: Kernel) -> dict:
 
 @contextlib.contextmanager
 def _no_gc():
-    """Pauses the cyclic garbage collector (why: 100k small records trigger it constantly)."""
+    """Pauses the cyclic garbage collector (why: 100k small records trigger it constantly).
+
+    On the way out the objects made meanwhile go straight to the oldest generation
+    (``gc.freeze`` + ``gc.unfreeze``, no scan): the records and events live as long as the
+    timeline, and scanning a million of them through the young generations cost as much as
+    scheduling them. Nothing is leaked: the next full collection sees them as usual.
+    """
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if was:
             gc.enable()
 
@@ -349,8 +357,18 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
         if recs is None:
             recs = per_pid[pid] = []
         recs.append(_Rec(s, pid, tuple(env[v] for v in s.loops),
-                         [(a.key(env, pid), a.region(env, dyn)) for a in s.reads],
-                         [(a.key(env, pid), a.region(env, dyn)) for a in s.writes]))
+                         [(kid(a.key(env, pid)), a.region(env, dyn)) for a in s.reads],
+                         [(kid(a.key(env, pid)), a.region(env, dyn)) for a in s.writes]))
+
+    ids: dict = {}
+
+    def kid(key):
+        # why: the scheduler looks each tile instance up several times per record; a small
+        # int hashes in no time, the (name, loop values, program) tuple does not
+        i = ids.get(key)
+        if i is None:
+            i = ids[key] = len(ids)
+        return i
 
     grid = tuple(kernel.grid) or (1,)
     with _no_gc():
@@ -474,6 +492,9 @@ class _Sched:
         self.core_of: dict = {}
         self.read_only: set = set()
         self.lat = {e: t.dep_latency_cycles / g for e, g in t.clock_ghz.items()}
+        self.plans: dict = {}  # id(static) -> facts unpacked by place (see prepare)
+        self.dma_ns: dict = {}  # (id(DMA plan), engines) -> engine time
+        self.qnames = [f"q{q}" for q in range(t.dma_queues)]
 
     def _core(self, pid) -> int:
         c = self.core_of.get(pid)
@@ -494,16 +515,33 @@ class _Sched:
         cs.bank_next = (start + n) % hw.psum_banks
         return banks, True
 
+    def prepare(self, statics) -> None:
+        """Per-static facts of this schedule, unpacked once (why: ``place`` runs 100k times).
+
+        ``(engine, track, dependency latency, accumulation chain, indices of the writes that
+        wait for earlier accesses, indices of the reads to record (``None``: all), PSUM
+        accesses, ports, duration, DMA plan, partition operand)``.
+        """
+        ro = self.read_only
+        for st in statics:
+            eng = st.engine
+            lat = 0.0 if eng == _DMA else self.lat.get(eng, 0.0)
+            wchk = tuple(i for i, a in enumerate(st.writes) if not (a.renamed and not st.acc))
+            rrec = tuple(i for i, a in enumerate(st.reads) if a.name not in ro)
+            self.plans[id(st)] = (eng, st.track, lat, st.acc and eng == "tensor", wchk,
+                                  None if len(rrec) == len(st.reads) else rrec, st.psum,
+                                  st.ports, st.price.ns, st.price.dma, st.part)
+
     def place(self, rec: _Rec) -> None:
-        s = rec.s
-        core = self._core(rec.pid)
+        """Places one record: its start is the latest of everything it waits for."""
+        eng, track, lat, chain, wchk, rrec, psum, ports, ns, plan, part = self.plans[id(rec.s)]
+        core = 0 if self.cores == 1 else self._core(rec.pid)
         cs = self.state[core]
-        eng = s.engine
         best, why, after = 0.0, "start", -1
-        lat = 0.0 if eng == _DMA else self.lat.get(eng, 0.0)
         hist = self.hist
-        chain = s.acc and eng == "tensor"  # why: PSUM accumulation groups pipeline on TensorE
-        for key, reg in rec.reads:
+        reads, writes = rec.reads, rec.writes
+        # why: chain: PSUM accumulation groups pipeline on TensorE
+        for key, reg in reads:
             h = hist.get(key)
             if h is None:
                 continue
@@ -511,19 +549,24 @@ class _Sched:
                 d = end if (chain and weng == eng) else end + lat
                 if d > best and _overlap(reg, wreg):
                     best, why, after = d, "raw", idx
-        for (key, reg), spec in zip(rec.writes, s.writes, strict=True):
+        for i in wchk:
+            key, reg = writes[i]
             h = hist.get(key)
-            if h is None or (spec.renamed and not s.acc):
+            if h is None:
                 continue
-            for kind, entries in (("waw", h[0]), ("war", h[1])):
-                for wreg, (end, idx, weng) in entries.items():
-                    d = end if weng == eng else end + lat
-                    if d > best and _overlap(reg, wreg):
-                        best, why, after = d, kind, idx
+            for wreg, (end, idx, weng) in h[0].items():
+                d = end if weng == eng else end + lat
+                if d > best and _overlap(reg, wreg):
+                    best, why, after = d, "waw", idx
+            for wreg, (end, idx, weng) in h[1].items():
+                d = end if weng == eng else end + lat
+                if d > best and _overlap(reg, wreg):
+                    best, why, after = d, "war", idx
         banks = ()
-        if s.psum:
-            both = rec.writes + rec.reads
-            for i, nbytes in s.psum:
+        events = self.events
+        if psum:
+            both = writes + reads
+            for i, nbytes in psum:
                 got, fresh = self._claim(cs, both[i][0], nbytes)
                 banks += got
                 if fresh:  # a new accumulation group waits for the banks' previous owner
@@ -531,13 +574,13 @@ class _Sched:
                         i = cs.bank_i[b]
                         if i < 0:
                             continue
-                        d = cs.bank_t[b] + (0.0 if self.events[i].engine == eng else lat)
+                        d = cs.bank_t[b] + (0.0 if events[i].engine == eng else lat)
                         if d > best:
                             best, why, after = d, "psum_bank", i
+        idx = len(events)
         if eng == _DMA:
-            ev = self._place_dma(rec, core, cs, best, why, after)
+            end = self._place_dma(rec, core, cs, best, why, after, plan, part, idx)
         else:
-            ports = s.ports
             if ports:
                 ports = [(p, b) for p in ports for b in (banks if p == "psum_bank" else (0,))]
                 for pk in ports:  # why: a port is shared between engines, not in one
@@ -547,22 +590,38 @@ class _Sched:
             te, ie = cs.eng.get(eng, (0.0, -1))
             if te > best:
                 best, why, after = te, "engine", ie
-            end = best + s.price.ns
-            ev = Event(len(self.events), core, s.track, best, end, why, after, rec)
-            self.events.append(ev)
-            cs.eng[eng] = (end, ev.idx)
+            end = best + ns
+            events.append(Event(idx, core, track, best, end, why, after, rec))
+            cs.eng[eng] = (end, idx)
             for pk in ports:
                 held = cs.ports.setdefault(pk, {})
                 if end > held.get(eng, (0.0, -1))[0]:
-                    held[eng] = (end, ev.idx)
-        self._record(rec, ev.end_ns, ev.idx, eng)
+                    held[eng] = (end, idx)
+        # why: per tile instance, one entry per distinct region; a later write of the same
+        # region subsumes older writers and readers (it waited for them)
+        entry = (end, idx, eng)
+        for key, reg in writes:
+            h = hist.get(key)
+            if h is None:
+                hist[key] = ({reg: entry}, {})
+                continue
+            h[0][reg] = entry
+            h[1].pop(reg, None)
+        # why: a tensor nothing ever writes needs no readers recorded (nothing waits for them)
+        for key, reg in (reads if rrec is None else [reads[i] for i in rrec]):
+            h = hist.get(key)
+            if h is None:
+                hist[key] = ({}, {reg: entry})
+                continue
+            old = h[1].get(reg)
+            if old is None or old[0] <= end:
+                h[1][reg] = entry
         for b in banks:
-            if ev.end_ns >= cs.bank_t[b]:
-                cs.bank_t[b], cs.bank_i[b] = ev.end_ns, ev.idx
+            if end >= cs.bank_t[b]:
+                cs.bank_t[b], cs.bank_i[b] = end, idx
 
-    def _place_dma(self, rec, core, cs: _Core, ready, why, after):
-        t, s = self.t, rec.s
-        plan = s.price.dma
+    def _place_dma(self, rec, core, cs: _Core, ready, why, after, plan, part, idx) -> float:
+        t = self.t
         q = cs.rr
         cs.rr = (q + 1) % t.dma_queues
         start = ready + plan.fixed_ns
@@ -573,47 +632,28 @@ class _Sched:
             start, why, after = tq, "queue", iq
         if plan.partitions:
             p0 = 0
-            if s.part is not None:
-                w, i, d = s.part
+            if part is not None:
+                w, i, d = part
                 p0 = (rec.writes if w else rec.reads)[i][1][d][0]
             ppe = t.partitions_per_dma_engine
             e0 = min(p0 // ppe, t.dma_engines - 1)
             e1 = min(t.dma_engines, (p0 + plan.partitions - 1) // ppe + 1)
         else:
             e0, e1 = 0, t.dma_engines
-        dur = plan.engine_ns(t, e1 - e0)
+        key = (id(plan), e1 - e0)
+        dur = self.dma_ns.get(key)
+        if dur is None:
+            dur = self.dma_ns[key] = plan.engine_ns(t, e1 - e0)
         slot, blocker = cs.dma.find(start, dur, e0, e1)
         if slot > start:
             start, why, after = slot, "dma_engine", blocker
         end = start + dur
-        ev = Event(len(self.events), core, f"q{q}", start, end, why, after, rec)
+        ev = Event(idx, core, self.qnames[q], start, end, why, after, rec)
         ev.issue_ns = ready
         self.events.append(ev)
-        cs.q[q] = (end, ev.idx)
-        cs.dma.add(start, end, e0, e1, ev.idx)
-        return ev
-
-    def _record(self, rec, end, idx, eng):
-        # why: per tile instance, one entry per distinct region; a later write of the same
-        # region subsumes older writers and readers (it waited for them)
-        hist = self.hist
-        for key, reg in rec.writes:
-            h = hist.get(key)
-            if h is None:
-                hist[key] = ({reg: (end, idx, eng)}, {})
-                continue
-            h[0][reg] = (end, idx, eng)
-            h[1].pop(reg, None)
-        for key, reg in rec.reads:
-            if key[0] in self.read_only:
-                continue  # why: nothing ever writes it, so nothing can wait for its readers
-            h = hist.get(key)
-            if h is None:
-                hist[key] = ({}, {reg: (end, idx, eng)})
-                continue
-            old = h[1].get(reg)
-            if old is None or old[0] <= end:
-                h[1][reg] = (end, idx, eng)
+        cs.q[q] = (end, idx)
+        cs.dma.add(start, end, e0, e1, idx)
+        return end
 
 
 def schedule(records: list, target=None, *, cores: int = 1, grid: tuple = (),
@@ -624,6 +664,7 @@ def schedule(records: list, target=None, *, cores: int = 1, grid: tuple = (),
     statics = {id(r.s): r.s for r in records}.values()
     written = {a.name for st in statics for a in st.writes}
     sch.read_only = {a.name for st in statics for a in st.reads} - written
+    sch.prepare(statics)
     with _no_gc():
         for rec in records:
             sch.place(rec)
