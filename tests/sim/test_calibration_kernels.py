@@ -137,3 +137,29 @@ def test_fp8_double_row_matmul():
                    target=get_target("trn2")).astype(np.float32)
     ref = lhs.astype(np.float32) @ rhs
     np.testing.assert_allclose(got, ref, rtol=0.08, atol=0.08 * np.abs(ref).max())  # fp8
+
+
+def test_silu_stream():
+    x = np.random.default_rng(7).standard_normal((128, 2, 2048)).astype(np.float32)
+    got = simulate(CK.silu_stream, (x,))
+    np.testing.assert_allclose(got, x / (1 + np.exp(-x)), rtol=1e-4, atol=1e-5)
+
+
+def test_adamw_stream():
+    rng = np.random.default_rng(8)
+    th, g, m = (rng.standard_normal((200, 2048)).astype(np.float32) for _ in range(3))
+    v = rng.random((200, 2048)).astype(np.float32)
+    got = simulate(CK.adamw_stream, (th, g, m, v))
+    m1 = 0.9 * m + 0.1 * g
+    v1 = 0.999 * v + 1e-3 * g * g
+    want = th - 1e-5 * th - 0.01 * m1 / (np.sqrt(1000.0 * v1) + 1e-8)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rope_halves():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((128, 1024)).astype(np.float32)
+    cos, sin = (rng.standard_normal((64, 1024)).astype(np.float32) for _ in range(2))
+    got = simulate(CK.rope_halves, (x, cos, sin))
+    want = np.concatenate([x[:64] * cos - x[64:] * sin, x[64:] * cos + x[:64] * sin])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
