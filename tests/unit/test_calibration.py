@@ -68,6 +68,10 @@ def test_accuracy_sentence_reads_the_table():
         pct = (acc[target]["geomean_ratio"] - 1) * 100
         assert f"{target} typically within ±{pct:.0f} %" in text
         assert f"over {acc[target]['rows']} rows" in text
+    # a target with a handful of rows says so (trn2: the DMA profile row and one FP8 bound)
+    assert ("trn2 typically" in text and "too few to judge" in text.split("trn2 typically")[1]) \
+        == (acc["trn2"]["rows"] < 8)
+    assert "too few to judge" not in text.split("trn2 typically")[0]
 
 
 @pytest.mark.parametrize("row", FAST, ids=lambda r: r["id"])

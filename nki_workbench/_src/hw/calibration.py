@@ -19,6 +19,8 @@ import pathlib
 __all__ = ["DATA_PATH", "accuracy", "accuracy_sentence", "log_error", "rows"]
 
 DATA_PATH = pathlib.Path(__file__).with_name("calibration.json")
+# why: below this many rows a target's geometric mean is one or two kernels, not a model check
+_FEW_ROWS = 8
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,8 +76,9 @@ def accuracy_sentence() -> str:
         if "geomean_ratio" not in a:
             continue
         pct = (a["geomean_ratio"] - 1) * 100
+        few = ", too few to judge" if a["rows"] < _FEW_ROWS else ""
         parts.append(f"{target} typically within ±{pct:.0f} % (geometric mean over "
-                     f"{a['rows']} rows, worst {a['max_ratio']:.2f}x)")
+                     f"{a['rows']} rows, worst {a['max_ratio']:.2f}x{few})")
     if not parts:
         return "cost-model accuracy: no calibration rows recorded"
     return ("estimates vs published Trainium measurements: " + "; ".join(parts)
