@@ -163,14 +163,14 @@ class _AccSpec:
 
     def key(self, env, pid):
         """The tile instance: root name, enclosing loop values at its allocation, program."""
-        vals = tuple(env[v] for v in self.scope) if self.scope else ()
+        vals = tuple([env[v] for v in self.scope]) if self.scope else ()
         return (self.name, vals, None if self.shared else pid)
 
     def region(self, env, dyn):
         """Per-dimension ``(start, step, count)`` of the accessed elements."""
         if self.fns is None:
             return self.const
-        return tuple(c if fn is None else fn(env, dyn) for c, fn in self.fns)
+        return tuple([c if fn is None else fn(env, dyn) for c, fn in self.fns])
 
 
 class _Static:
@@ -356,19 +356,19 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
         recs = per_pid.get(pid)
         if recs is None:
             recs = per_pid[pid] = []
-        recs.append(_Rec(s, pid, tuple(env[v] for v in s.loops),
-                         [(kid(a.key(env, pid)), a.region(env, dyn)) for a in s.reads],
-                         [(kid(a.key(env, pid)), a.region(env, dyn)) for a in s.writes]))
+        reads, writes = [], []
+        for accs, out in ((s.reads, reads), (s.writes, writes)):
+            for a in accs:
+                # why: the scheduler looks each tile instance up several times per record; a
+                # small int hashes in no time, the (name, loop values, program) tuple does not
+                key = a.key(env, pid)
+                i = ids.get(key)
+                if i is None:
+                    i = ids[key] = len(ids)
+                out.append((i, a.region(env, dyn)))
+        recs.append(_Rec(s, pid, tuple([env[v] for v in s.loops]), reads, writes))
 
     ids: dict = {}
-
-    def kid(key):
-        # why: the scheduler looks each tile instance up several times per record; a small
-        # int hashes in no time, the (name, loop values, program) tuple does not
-        i = ids.get(key)
-        if i is None:
-            i = ids[key] = len(ids)
-        return i
 
     grid = tuple(kernel.grid) or (1,)
     with _no_gc():
