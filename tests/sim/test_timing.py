@@ -81,7 +81,7 @@ def test_dma_queues_and_engine_contention():
     tl = timeline(ir(many_loads, (17, 128, 512), dtype=np.dtype("float16")))
     loads = [e for e in tl.events if e.op == "load"]
     assert [e.track for e in loads] == [f"q{i}" for i in range(16)] + ["q0"]
-    one = (128 * 512 * 2 + 128 * 256) / 16 / 17
+    one = (128 * 512 * 2 + 128 * 256) / 16 / 17 + T1.dma_transfer_gap_ns
     # every load needs all 16 DMA engines: they queue up behind each other
     for i, e in enumerate(loads):
         assert e.end_ns == pytest.approx(T1.dma_fixed_ns + (i + 1) * one)
@@ -102,7 +102,7 @@ def test_disjoint_partitions_use_different_dma_engines():
     tl = timeline(ir(partition_slices, (16, 512)))
     l0, l1 = ev(tl, "load", 0), ev(tl, "load", 1)
     assert l0.start_ns == l1.start_ns == pytest.approx(T1.dma_fixed_ns)  # in parallel
-    assert l0.duration_ns == pytest.approx((8 * 512 * 4 + 8 * 256) / 17)
+    assert l0.duration_ns == pytest.approx((8 * 512 * 4 + 8 * 256) / 17 + T1.dma_transfer_gap_ns)
     st = ev(tl, "store")
     assert st.wait == "raw" and st.start_ns == pytest.approx(max(l0.end_ns, l1.end_ns) + 1300)
 

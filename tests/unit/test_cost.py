@@ -199,8 +199,9 @@ def test_dma_plan_full_partitions():
     plan = p.dma
     assert p.engine == "dma" and plan.bytes == 128 * 512 * 2
     assert plan.partitions == 128 and plan.descriptors == 128 and plan.fixed_ns == 1300
-    # (131072 B + 128 descriptors * 256 B) over 16 engines at 17 B/ns
-    assert p.ns == pytest.approx((131072 + 128 * 256) / 16 / 17)
+    # (131072 B + 128 descriptors * 256 B) over 16 engines at 17 B/ns, then each engine's
+    # 214 ns gap after its transfer (assume:dma_transfer_gap)
+    assert p.ns == pytest.approx((131072 + 128 * 256) / 16 / 17 + 214)
 
 
 def test_dma_four_partitions_single_engine_matches_trn2_profile():
@@ -307,6 +308,7 @@ def test_dma_transpose_priced_as_copy_times_rate():
     decls = {d.name: d for d in [D("a", (128, 128), "float32", "hbm"), D("t", (128, 128))]}
     plain = C.price(I("load", ["t"], ["a"]), decls)
     tr = C.price(I("load_transpose2d", ["t"], ["a"]), decls)
-    assert tr.ns == pytest.approx(plain.ns * 8)  # 1/8 rate on trn1 (assume:dma_transpose_v2)
+    gap = C.cost_target("trn1").dma_transfer_gap_ns  # why: the gap is not data movement
+    assert tr.ns - gap == pytest.approx((plain.ns - gap) * 8)  # 1/8 rate on trn1
     assert C.price(I("load_transpose2d", ["t"], ["a"]), decls, "trn2").ns == pytest.approx(
         C.price(I("load", ["t"], ["a"]), decls, "trn2").ns / 0.9)

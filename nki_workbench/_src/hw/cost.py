@@ -202,9 +202,9 @@ class DmaPlan:
     eff: float
 
     def engine_ns(self, t: CostTarget, engines: int) -> float:
-        """Time each of ``engines`` DMA engines is busy with this transfer."""
+        """Time each of ``engines`` DMA engines is busy with this transfer (with its gap)."""
         work = self.bytes + self.descriptors * t.dma_overhead_bytes
-        return work / engines / t.dma_bytes_per_ns / self.eff
+        return work / engines / t.dma_bytes_per_ns / self.eff + t.dma_transfer_gap_ns
 
 
 def _fmt(expr: str, env: dict, cycles: float, engine: str, t: CostTarget, src: str) -> str:
@@ -664,10 +664,11 @@ def price(inst: Inst, decls: dict, target=None) -> Price:
         eng = max(1, math.ceil(plan.partitions / t.partitions_per_dma_engine)) \
             if plan.partitions else t.dma_engines
         ns = plan.engine_ns(t, eng)
-        text = (f"(bytes + descriptors*OVERHEAD)/(engines*BW)/eff [bytes={plan.bytes}, "
+        text = (f"(bytes + descriptors*OVERHEAD)/(engines*BW)/eff + GAP [bytes={plan.bytes}, "
                 f"descriptors={plan.descriptors}, OVERHEAD={t.dma_overhead_bytes}, "
-                f"engines={eng}, BW={t.dma_bytes_per_ns:g} B/ns, eff={plan.eff:g}] + fixed "
-                f"{plan.fixed_ns:g} ns <hw §4 [DMA-O][DMA-BW]; assume:dma_overhead_bytes>")
+                f"engines={eng}, BW={t.dma_bytes_per_ns:g} B/ns, eff={plan.eff:g}, "
+                f"GAP={t.dma_transfer_gap_ns:g} ns] + fixed {plan.fixed_ns:g} ns <hw §4 "
+                f"[DMA-O][DMA-BW][PERF]; assume:dma_overhead_bytes, assume:dma_transfer_gap>")
         return Price("dma", 0.0, ns, text, 0.0, plan.bytes, plan)
     if inst.op == "memset" and v.outs and v.outs[0].buffer == "psum" and \
             v.ins and v.ins[0].kind == "scalar" and v.ins[0].value in (0, 0.0):

@@ -30,6 +30,16 @@ ASSUMPTIONS: dict[str, str] = {
     "dma_overhead_bytes": "Each DMA descriptor (one contiguous run, at most one partition) costs "
                           "as much engine time as 256 extra bytes: 4 KiB runs reach 94 % of peak, "
                           "2 KiB 89 %, 256 B 50 % (hw §4 efficiency rules give only the shape).",
+    "dma_transfer_gap": "On NeuronCore-v2 each DMA engine idles 214 ns after every transfer "
+                        "(its share of one DMA instruction): the perf guide (Opt #9, "
+                        "Trainium/Inferentia2) shows per-engine gaps 'due to DMA overhead' "
+                        "between transfers and asks for transfers above 32 KiB for ideal "
+                        "bandwidth; [A1] puts overhead at both the per-buffer "
+                        "(assume:dma_overhead_bytes) and the per-transfer level. 214 ns is the "
+                        "gap that leaves a 32 KiB transfer at 90 % of the engine's 17 B/ns "
+                        "(32768/17 x (1/0.9 - 1)). v3/v4: 0 (the trn2 DMA overview profile "
+                        "shows one engine moving 32 KiB at the full 23 B/ns; the v3 DMA guide "
+                        "states only the per-partition payload rule).",
     "dma_fixed_latency": "The ~1300 ns fixed DMA cost (hw §4 [DMA-BW]; ~600 ns hwdge on v3+) is "
                          "latency between the dependencies being met and data moving; it does "
                          "not occupy DMA engines, so back-to-back DMAs overlap it.",
@@ -115,6 +125,7 @@ _TABLE: dict[str, tuple[Any, Any, Any]] = {
     "dma_fixed_ns": (1300.0, 1300.0, 1300.0),  # hw §4 [DMA-BW]; assume:dma_fixed_latency
     "hwdge_fixed_ns": (None, 600.0, 600.0),  # hw §4 [A2][DGE] (v3+ only)
     "dma_overhead_bytes": (256, 256, 256),  # assume:dma_overhead_bytes
+    "dma_transfer_gap_ns": (214.0, 0.0, 0.0),  # assume:dma_transfer_gap (hw §4 [PERF] Opt #9, [A1])
     "dma_transpose_eff": ((0.125, 0.125), (0.9, 0.5), (0.9, 0.5)),  # (from HBM, SBUF->SBUF):
     # v3: hw §4 [A2] 90 % / 50 %; v4 same (assumption); v2: assume:dma_transpose_v2
     "dma_rmw_eff": (0.5, 0.5, 1.0),  # hw §1.1, §4 [A3][H4]: pre-v4 RMW at 50 %, v4 full rate
@@ -150,6 +161,7 @@ class CostTarget:
         dma_fixed_ns: fixed latency of a DMA.
         hwdge_fixed_ns: fixed latency of a hardware-DGE DMA (``None``: no hwdge).
         dma_overhead_bytes: engine-time cost of one descriptor, in bytes.
+        dma_transfer_gap_ns: idle time of a DMA engine after each of its transfers.
         dma_transpose_eff: DMA transpose rate relative to a copy, (from HBM, SBUF to SBUF).
         dma_rmw_eff: read-modify-write DMA rate relative to a copy.
         port_sbuf_vector_gpsimd: when Vector and GpSimd share the SBUF port.
@@ -178,6 +190,7 @@ class CostTarget:
     dma_fixed_ns: float
     hwdge_fixed_ns: float | None
     dma_overhead_bytes: int
+    dma_transfer_gap_ns: float
     dma_transpose_eff: tuple
     dma_rmw_eff: float
     port_sbuf_vector_gpsimd: str
