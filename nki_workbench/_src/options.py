@@ -46,8 +46,13 @@ class SimParams:
     Attributes:
         uninitialized: ``"warn"`` (NaN-poison and warn) or ``"error"`` (raise) on reads of
             memory nothing wrote.
-        shuffle_affine: run ``affine_range`` iterations in a random (seeded) order.
-        detect_races: check ``affine_range`` loops for loop-carried dependencies.
+        shuffle_affine: run ``affine_range`` iterations (and SPMD programs) in a random (seeded)
+            order.
+        detect_races: check ``affine_range`` iterations and SPMD programs for races: a value
+            one iteration reads that another wrote, elements two iterations (or two programs)
+            write when the result is seen afterwards.
+        races: ``"warn"`` (:class:`LoopCarriedDependencyWarning` / :class:`SpmdRaceWarning`)
+            or ``"error"`` (``NkiError`` ``wb_race``) when a race is found.
         seed: seed of the random generator (``nl.rand``, ``dropout``, shuffling).
         collective_timeout: seconds a program waits at a collective before failing.
         backend: ``"numpy"`` (the interpreter), ``"jax"`` (the IR compiled to one jitted JAX
@@ -58,6 +63,7 @@ class SimParams:
     uninitialized: Literal["warn", "error"] = "warn"
     shuffle_affine: bool = False
     detect_races: bool = True
+    races: Literal["warn", "error"] = "warn"
     seed: int = 0
     collective_timeout: float = 60.0
     backend: Literal["numpy", "jax"] | None = None
@@ -66,6 +72,8 @@ class SimParams:
         if self.uninitialized not in ("warn", "error"):
             raise ValueError(f"SimParams.uninitialized must be 'warn' or 'error', got "
                              f"{self.uninitialized!r}")
+        if self.races not in ("warn", "error"):
+            raise ValueError(f"SimParams.races must be 'warn' or 'error', got {self.races!r}")
         if self.backend is not None and self.backend not in BACKENDS:
             raise ValueError(f"SimParams.backend must be 'numpy', 'jax' or None, got "
                              f"{self.backend!r}")

@@ -18,7 +18,7 @@ from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from ..options import SimParams
-from .analysis import read_and_written
+from .analysis import overlapping_writes, read_and_written, shared_overlaps
 from .specials import SPECIAL
 
 __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
@@ -107,6 +107,11 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
     from ..semantics.registry import COMPILED_SPECIAL, INTERPRETER_ONLY
     if params.shuffle_affine:
         return "SimParams(shuffle_affine=True)"
+    if params.detect_races:
+        racy = shared_overlaps(kernel)
+        if racy:
+            return (f"race tracking across SPMD programs (writes to {sorted(racy)} are not "
+                    "proven disjoint)")
     grid = int(np.prod(kernel.grid)) if kernel.grid else 1
     for inst in walk_insts(kernel.body):
         if inst.op == "all_reduce":
@@ -121,7 +126,11 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
 
 
 def tracked(kernel: Kernel) -> frozenset:
-    """Tensors an ``affine_range`` loop may carry values through: the ones races stamp."""
+    """Tensors races stamp.
+
+    An ``affine_range`` loop may carry values through them, or two of its iterations may write
+    the same element of them (:func:`.analysis.overlapping_writes`).
+    """
     decls = kernel.decls()
     out = set()
 
@@ -135,6 +144,8 @@ def tracked(kernel: Kernel) -> frozenset:
                     out.update(declared & read_and_written(s.body, decls))
                 walk(s.body, declared)
     walk(kernel.body, {d.name for d in kernel.params})
+    for names in overlapping_writes(kernel).values():
+        out.update(names)
     return frozenset(out)
 
 
