@@ -15,6 +15,7 @@ Public face (re-exports only):
 from . import compat, ir, nki
 from ._src.encode import decode_backend_config
 from ._src.errors import (
+                          BlockDimensionWarning,
                           CompiledFallbackWarning,
                           LoopCarriedDependencyWarning,
                           NkiError,
@@ -32,7 +33,7 @@ __version__ = "0.1.0"
 __all__ = ["nki", "compat", "ir", "NkiError", "NkiWarning", "UninitializedReadWarning",
            "LoopCarriedDependencyWarning", "SimParams", "inspect", "Inspection",
            "decode_backend_config", "simulate_backend_config", "tune_malloc", "__version__",
-           "CompiledFallbackWarning", "SpmdRaceWarning"]
+           "CompiledFallbackWarning", "SpmdRaceWarning", "BlockDimensionWarning"]
 
 from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collectives)
 

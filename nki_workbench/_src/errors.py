@@ -13,7 +13,7 @@ import sys
 import warnings
 
 __all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
-           "SpmdRaceWarning",
+           "SpmdRaceWarning", "BlockDimensionWarning",
            "CompiledFallbackWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
            "user_location", "user_frame", "warn", "short_path"]
@@ -79,6 +79,14 @@ class LoopCarriedDependencyWarning(NkiWarning):
 
 class SpmdRaceWarning(NkiWarning):
     """Two SPMD programs wrote the same element of a shared HBM tensor (the order decides)."""
+
+
+class BlockDimensionWarning(NkiWarning, FutureWarning):
+    """An on-chip tensor has block dimensions before its partition dim (deprecated by NKI).
+
+    A ``FutureWarning`` (shown by default, unlike ``DeprecationWarning``): it is meant for the
+    kernel's author.
+    """
 
 
 class ShadowingWarning(NkiWarning):
