@@ -73,6 +73,7 @@ from .jax_static import (
     checked_inputs,
     fully_written_outputs,
     param_specs,
+    subnormal_input,
     tracked,
     why_interpreted,
     window,
@@ -738,6 +739,12 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
         why = comp.why.get(key, False)
         if why is False:
             why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
+        if why is None:
+            sub = subnormal_input(kernel, arrays)
+            if sub is not None:
+                _notice(kernel, f"input '{sub}' holds subnormal floats, which XLA's CPU runtime "
+                        "flushes to zero")
+                return comp.interpreter().run(inputs, params, backend="numpy")
         if why is not None:
             _notice(kernel, why)
             return comp.interpreter().run(inputs, params, backend="numpy")

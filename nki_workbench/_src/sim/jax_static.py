@@ -22,6 +22,7 @@ from .analysis import overlapping_writes, read_and_written, shared_overlaps
 from .specials import SPECIAL
 
 __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
+           "subnormal_input",
            "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted"]
 
 
@@ -219,6 +220,30 @@ def checked_inputs(kernel: Kernel, inputs: dict, specs: tuple | None = None) -> 
         # why: the program never writes its inputs, so a matching array needs no copy
         arrays.append(arr if arr.dtype == st and dtype != "tfloat32" else D.cast(arr, dtype))
     return arrays
+
+
+_EXPONENT_BITS = {np.dtype(np.float32): (np.uint32, 0x7F800000, 0x007FFFFF),
+                  np.dtype(D.storage_dtype(D.from_name("bfloat16"))): (np.uint16, 0x7F80, 0x007F)}
+
+
+def subnormal_input(kernel: Kernel, arrays: list) -> str | None:
+    """The first float32/bfloat16 input holding a subnormal value (``None``: none).
+
+    XLA's CPU runtime treats subnormal operands as zero and flushes subnormal results (measured:
+    ``1e-39 + 1e-39`` is 0 compiled, 2e-39 in numpy); the interpreter keeps them as numpy and
+    NKI's own simulator do, so such inputs run in the interpreter. (float16 subnormals widen
+    to normal float32 values: unaffected.)
+    """
+    for p, arr in zip(kernel.params, arrays, strict=True):
+        bits = _EXPONENT_BITS.get(arr.dtype)
+        if bits is None or not arr.size:
+            continue
+        kind, exponent, mantissa = bits
+        u = np.ascontiguousarray(arr).view(kind)
+        # why: integer tests: no float comparison under a flush-to-zero mode can hide one
+        if np.any(((u & kind(exponent)) == 0) & ((u & kind(mantissa)) != 0)):
+            return p.name
+    return None
 
 
 def param_specs(kernel: Kernel) -> tuple:
