@@ -15,10 +15,12 @@ Public face (re-exports only):
 from . import compat, ir, nki
 from ._src.encode import decode_backend_config
 from ._src.errors import (
+                          BlockDimensionWarning,
                           CompiledFallbackWarning,
                           LoopCarriedDependencyWarning,
                           NkiError,
                           NkiWarning,
+                          SpmdRaceWarning,
                           UninitializedReadWarning,
 )
 from ._src.execution import simulate_backend_config
@@ -31,7 +33,7 @@ __version__ = "0.1.0"
 __all__ = ["nki", "compat", "ir", "NkiError", "NkiWarning", "UninitializedReadWarning",
            "LoopCarriedDependencyWarning", "SimParams", "inspect", "Inspection",
            "decode_backend_config", "simulate_backend_config", "tune_malloc", "__version__",
-           "CompiledFallbackWarning"]
+           "CompiledFallbackWarning", "SpmdRaceWarning", "BlockDimensionWarning"]
 
 from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collectives)
 

@@ -13,6 +13,7 @@ import sys
 import warnings
 
 __all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
+           "SpmdRaceWarning", "BlockDimensionWarning",
            "CompiledFallbackWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
            "user_location", "user_frame", "warn", "short_path"]
@@ -69,7 +70,23 @@ class UninitializedReadWarning(NkiWarning):
 
 
 class LoopCarriedDependencyWarning(NkiWarning):
-    """An ``affine_range`` iteration read a value written by another iteration."""
+    """Two ``affine_range`` iterations depend on each other's order.
+
+    One read a value another wrote, or both wrote an element (with different values) whose
+    final value is seen after the loop.
+    """
+
+
+class SpmdRaceWarning(NkiWarning):
+    """Two SPMD programs wrote the same element of a shared HBM tensor (the order decides)."""
+
+
+class BlockDimensionWarning(NkiWarning, FutureWarning):
+    """An on-chip tensor has block dimensions before its partition dim (deprecated by NKI).
+
+    A ``FutureWarning`` (shown by default, unlike ``DeprecationWarning``): it is meant for the
+    kernel's author.
+    """
 
 
 class ShadowingWarning(NkiWarning):

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import io
 import warnings
+import weakref
 
 import numpy as np
 
@@ -89,10 +90,60 @@ def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
 def run_program(prog: Program, inputs: dict, params: SimParams | None, backend: str, *,
                 observer=None) -> dict:
     """Run a :class:`Program` on the executor ``backend`` names (``"numpy"`` or ``"jax"``)."""
+    check_memory(prog, params)
     if backend == "jax":
         from .sim import jax_exec  # why: importing jax costs ~1 s; only the compiled backend pays
         return jax_exec.run_compiled(prog, inputs, params)
     return prog.run(inputs, params, observer=observer)
+
+
+_FOOTPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def footprint(prog: Program) -> tuple:
+    """``(bytes, largest decl)``: what one simulation of the kernel allocates, about.
+
+    Every tensor the kernel declares (not its inputs, which the caller holds; views share
+    their root) with its written-element mask (a byte per element); a tensor declared in a
+    loop counts once (each iteration's replaces the last).
+    """
+    hit = _FOOTPRINTS.get(prog)
+    if hit is None:
+        total, big, big_n = 0, None, -1
+        for d in prog.decls.values():
+            if d.kind == "input" or d.base is not None:
+                continue
+            n = int(np.prod(d.shape, dtype=object)) * (D.itemsize(D.from_name(d.dtype)) + 1)
+            total += n
+            if n > big_n:
+                big, big_n = d, n
+        hit = _FOOTPRINTS[prog] = (total, big)
+    return hit
+
+
+def check_memory(prog: Program, params: SimParams | None) -> None:
+    """Refuse a simulation whose tensors exceed ``SimParams.max_bytes`` (before allocating)."""
+    limit = (params or _DEFAULT).max_bytes
+    if limit is None:
+        return
+    total, big = footprint(prog)
+    if total <= limit:
+        return
+    size = int(np.prod(big.shape, dtype=object)) * D.itemsize(D.from_name(big.dtype))
+    raise NkiError("wb_memory_budget",
+                   f"simulating kernel '{prog.kernel.name}' would allocate about "
+                   f"{_gib(total)} of tensors, more than SimParams(max_bytes={limit}) "
+                   f"({_gib(limit)}); the largest is '{big.name}' {list(big.shape)} {big.dtype} "
+                   f"({_gib(size)})", big.loc,
+                   "pass params=SimParams(max_bytes=...) with a larger budget (None lifts it), "
+                   "or simulate a smaller problem")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**26 else f"{n / 2**20:.3g} MiB"
+
+
+_DEFAULT = SimParams()
 
 
 def package_outputs(kernel, outs: dict, arrays):

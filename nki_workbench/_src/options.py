@@ -16,10 +16,12 @@ from typing import Literal
 
 from .errors import NkiError
 
-__all__ = ["SimParams", "BACKENDS", "SIM_BACKEND_ENV", "selected_backend", "legacy_backend",
-           "legacy_target"]
+__all__ = ["SimParams", "BACKENDS", "DEFAULT_MAX_BYTES", "SIM_BACKEND_ENV", "selected_backend",
+           "legacy_backend", "legacy_target"]
 
 BACKENDS = ("numpy", "jax")
+DEFAULT_MAX_BYTES = 1 << 30
+"""Default :attr:`SimParams.max_bytes`: 1 GiB of tensors per simulation."""
 SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
 
 
@@ -46,8 +48,16 @@ class SimParams:
     Attributes:
         uninitialized: ``"warn"`` (NaN-poison and warn) or ``"error"`` (raise) on reads of
             memory nothing wrote.
-        shuffle_affine: run ``affine_range`` iterations in a random (seeded) order.
-        detect_races: check ``affine_range`` loops for loop-carried dependencies.
+        shuffle_affine: run ``affine_range`` iterations (and SPMD programs) in a random (seeded)
+            order.
+        detect_races: check ``affine_range`` iterations and SPMD programs for races: a value
+            one iteration reads that another wrote, elements two iterations (or two programs)
+            write when the result is seen afterwards.
+        races: ``"warn"`` (:class:`LoopCarriedDependencyWarning` / :class:`SpmdRaceWarning`)
+            or ``"error"`` (``NkiError`` ``wb_race``) when a race is found.
+        max_bytes: most bytes of tensors one simulation may allocate (checked before anything
+            is allocated: ``NkiError`` ``wb_memory_budget`` naming the largest tensor); ``None``
+            lifts the limit. Default 1 GiB, so nothing large is allocated without being asked.
         seed: seed of the random generator (``nl.rand``, ``dropout``, shuffling).
         collective_timeout: seconds a program waits at a collective before failing.
         backend: ``"numpy"`` (the interpreter), ``"jax"`` (the IR compiled to one jitted JAX
@@ -58,6 +68,8 @@ class SimParams:
     uninitialized: Literal["warn", "error"] = "warn"
     shuffle_affine: bool = False
     detect_races: bool = True
+    races: Literal["warn", "error"] = "warn"
+    max_bytes: int | None = DEFAULT_MAX_BYTES
     seed: int = 0
     collective_timeout: float = 60.0
     backend: Literal["numpy", "jax"] | None = None
@@ -66,6 +78,12 @@ class SimParams:
         if self.uninitialized not in ("warn", "error"):
             raise ValueError(f"SimParams.uninitialized must be 'warn' or 'error', got "
                              f"{self.uninitialized!r}")
+        if self.max_bytes is not None and (not isinstance(self.max_bytes, int) or
+                                           self.max_bytes <= 0):
+            raise ValueError(f"SimParams.max_bytes must be a positive int or None, got "
+                             f"{self.max_bytes!r}")
+        if self.races not in ("warn", "error"):
+            raise ValueError(f"SimParams.races must be 'warn' or 'error', got {self.races!r}")
         if self.backend is not None and self.backend not in BACKENDS:
             raise ValueError(f"SimParams.backend must be 'numpy', 'jax' or None, got "
                              f"{self.backend!r}")

@@ -184,9 +184,16 @@ def test_loops_with_a_dependence_are_not_batched():
     with pytest.warns(LoopCarriedDependencyWarning):
         out = jax_exec.run_compiled(k, inputs)
     np.testing.assert_array_equal(out["out"], ref["out"])
-    ref, out, _ = _both(same_place_every_iteration, a)
+    # the last iteration wins: a write-after-write race both executors report alike
+    k, inputs = _trace(same_place_every_iteration, a)
+    ref, out = warns_alike(k, inputs)
     _identical(ref, out)
     np.testing.assert_array_equal(out["out"], a[384:])
+    quiet = SimParams(detect_races=False)  # the general (not batched) path, compiled
+    comp = jax_exec.compiled(k)
+    runs = comp.runs
+    _identical(Program(k).run(inputs, quiet), jax_exec.run_compiled(k, inputs, quiet))
+    assert comp.runs == runs + 1
 
 
 def test_sequential_loops_and_a_disabled_switch_keep_the_loop(monkeypatch):

@@ -49,6 +49,8 @@ class Target:
         has_hwdge: whether the hardware descriptor-generation engine (``dge_mode.hwdge``) exists.
         cores_per_chip: physical NeuronCores per chip.
         lnc_options: valid logical-NeuronCore sizes (physical cores per logical core).
+        hbm_bytes_per_chip: device memory (HBM) of one chip, the most any kernel's HBM
+            tensors can take together.
     """
 
     name: str
@@ -78,6 +80,7 @@ class Target:
     has_hwdge: bool
     cores_per_chip: int
     lnc_options: tuple[int, ...]
+    hbm_bytes_per_chip: int
 
     def __post_init__(self) -> None:
         """Checks that the table's figures agree with each other."""
@@ -152,6 +155,7 @@ _FACTS: dict[str, tuple[Any, Any, Any]] = {
     "has_hwdge": (False, True, True),  # nki-api.md §4.0 (dge_mode)
     "cores_per_chip": (2, 8, 8),  # hardware.md §0
     "lnc_options": ((1,), (1, 2), (1, 2)),  # hardware.md §0, §5 [LNC]
+    "hbm_bytes_per_chip": (32 * _KIB**3, 96 * _KIB**3, 144 * _KIB**3),  # hardware.md §0
 }
 
 TARGETS: dict[str, Target] = {

@@ -12,10 +12,12 @@ import numpy as np
 
 from .. import dtypes as D
 from ..alloc.spec import resolve_alloc
-from ..errors import NkiError, user_frame, user_location
+from ..errors import BlockDimensionWarning, NkiError, user_frame, user_location, warn
+from ..hw import get_target
 from ..trace import context as C
 from ..trace import emit as M
 from ..trace.index import ParDim
+from ..trace.source import in_branch
 from .common import NkiTensor, buffer_of
 
 __all__ = ["ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "rand",
@@ -62,16 +64,53 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
         frame = user_frame()
         helper = ctx.kernel_code is not None and frame is not None and \
             frame.f_code is not ctx.kernel_code
-        if ctx.scope or helper:
+        if ctx.scope or helper or in_branch(frame):
             raise NkiError("err_shared_hbm_must_in_kernel_level",
                            "shared_hbm tensor created inside a loop, branch or helper function",
                            user_location(), "create shared_hbm outputs at the top level of the "
                            "kernel function, before any loop")
     M.check_onchip_shape(dims, par, dt, buf.name, api)
+    if buf.name not in ("sbuf", "psum"):
+        _check_hbm_capacity(ctx, dims, dt, buf.name, api)
+    if par > 0 and buf.name in ("sbuf", "psum") and buf.alloc is None:
+        _block_dims(ctx, dims, par, api)
     name = name or ctx.assigned_name()
     alloc = resolve_alloc(buf, dims, par, dt, name or "tensor", api)
     decl = ctx.declare(dims, D.name_of(dt), buf.name, name=name, par_dim=par, alloc=alloc)
     return NkiTensor(ctx, decl.name)
+
+
+def _check_hbm_capacity(ctx, dims, dt, buffer, api):
+    """An HBM tensor (and all of them together) must fit the target chip's device memory."""
+    tgt = get_target(ctx.target)
+    size = int(np.prod(dims, dtype=object)) * D.itemsize(dt)
+    # why: all HBM tensors of a kernel live at once (a loop body is traced once)
+    total = ctx.attrs.get("_hbm_bytes", 0) + size
+    if size > tgt.hbm_bytes_per_chip or total > tgt.hbm_bytes_per_chip:
+        what = "this tensor" if size > tgt.hbm_bytes_per_chip else "the kernel's HBM tensors"
+        raise NkiError("wb_hbm_capacity",
+                       f"{api}: {buffer} tensor of shape {list(dims)} ({size / 2**30:.4g} GiB): "
+                       f"{what} would need {max(size, total) / 2**30:.4g} GiB, more than the "
+                       f"{tgt.hbm_bytes_per_chip // 2**30} GiB of HBM of a {tgt.name} chip",
+                       user_location(), "tile the problem: process it in pieces that fit")
+    ctx.attrs["_hbm_bytes"] = total
+
+
+def _block_dims(ctx, dims, par, api):
+    """Block dims (before ``nl.par_dim``) of an on-chip tensor: deprecated, gone on trn3.
+
+    NKI deprecated them in SDK 2.23 (a warning) and removed them with NKI Beta 2, the only
+    NKI for trn3; direct allocation keeps its (B, P, F) shapes.
+    """
+    msg = (f"{api}: on-chip tensor of shape {list(dims)} has block dimensions "
+           f"{list(dims[:par])} before its partition dimension")
+    hint = (f"fold the blocks into the free dims (shape {[dims[par], *dims[:par], *dims[par + 1:]]}"
+            ", index t[:, b, ...]) or declare the tile inside the loop")
+    if ctx.target == "trn3":
+        raise NkiError("err_leading_dimension_of_tensor_must_be_partition",
+                       msg + ": the leading dimension must be the partition dimension",
+                       user_location(), hint)
+    warn(BlockDimensionWarning, msg + " (deprecated since NKI 2.23)", user_location(), hint)
 
 
 def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):

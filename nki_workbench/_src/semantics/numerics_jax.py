@@ -7,7 +7,8 @@ Bit-exactness with the numpy instance, and where it cannot hold:
   (an integer OR with a run-time zero no compiler can see through) is applied to every float32
   result, and divisors are hidden behind an optimisation barrier (:meth:`JaxNumerics.div`, under
   ``vmap`` too), so element-wise arithmetic is bit-identical.
-* XLA's CPU runtime flushes float32 subnormals (|x| < 1.18e-38) to zero; numpy keeps them.
+* XLA's CPU runtime flushes float32 subnormals (|x| < 1.18e-38) to zero; numpy keeps them
+  (inputs holding them run in the interpreter: ``jax_static.subnormal_input``; docs/semantics.md).
 * Transcendentals (exp, log, tanh, erf, power ...) use XLA's kernels: a few float32 ulps apart.
 * matmul: XLA's dot sums in another order than BLAS.
 * Reductions follow the one pairwise tree of :meth:`.Numerics.reduce` on both: bit-identical.

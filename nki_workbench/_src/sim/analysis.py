@@ -1,24 +1,191 @@
-"""IR facts both executors need about a loop body (pure functions of the IR)."""
+"""IR facts both executors need about loops and programs (pure functions of the IR).
+
+Race tracking is paid only where the IR cannot prove a kernel race-free:
+
+* :func:`read_and_written`: tensors an ``affine_range`` body both reads and writes (a value
+  may be carried from one iteration to another: read-after-write races);
+* :func:`overlapping_writes`: per ``affine_range`` loop, outer tensors two iterations may write
+  at the same element, when the result is seen after the loop (an output, or a later read):
+  which iteration wins depends on the order (write-after-write races);
+* :func:`shared_overlaps`: tensors in shared HBM that two SPMD programs may write at the same
+  element.
+
+A write is proven separate across the values of a variable ``v`` when one dimension indexes
+every write to the tensor as ``c * v + rest``, one ``c`` for all, with ``rest`` (free of ``v``)
+spanning less than ``|c * step|`` over every value of the loops inside; the terms in enclosing
+loop variables must be the same in every write (they are constants while ``v`` varies).
+"""
 
 from __future__ import annotations
 
-from ..ir import Access, walk_insts
+from ..ir import Access, Alloc, Loop, walk_insts, walk_stmts
+from ..ir import expr as E
 
-__all__ = ["read_and_written"]
+__all__ = ["read_and_written", "overlapping_writes", "shared_overlaps", "root"]
+
+
+def root(name, decls):
+    """The tensor a view ultimately aliases (``name`` itself when it is no view)."""
+    while decls[name].base is not None:
+        name = decls[name].base
+    return name
 
 
 def read_and_written(body, decls) -> set:
     """Root tensor names that the statements both read and write (not by accumulation)."""
-    def root(name):
-        while decls[name].base is not None:
-            name = decls[name].base
-        return name
     reads, writes = set(), set()
     for inst in walk_insts(body):
         for o in inst.ins:
             if isinstance(o, Access):
-                reads.add(root(o.tensor))
+                reads.add(root(o.tensor, decls))
         if inst.attr("acc") is None:
             for o in inst.outs:
-                writes.add(root(o.tensor))
+                writes.add(root(o.tensor, decls))
     return reads & writes
+
+
+def _reads(body, decls) -> dict:
+    """Root tensor -> number of reads (operands and run-time index tiles) in ``body``."""
+    out: dict = {}
+    for inst in walk_insts(body):
+        exprs = [] if inst.mask is None else [inst.mask]
+        for o in inst.ins + inst.outs:
+            if isinstance(o, Access):
+                exprs += [e for e in (o.index or ()) if e is not None]
+            elif isinstance(o, (E.Affine, E.Pred)):
+                exprs.append(o)
+        names = [o.tensor for o in inst.ins if isinstance(o, Access)]
+        names += [d.tensor for e in exprs for d in E.dyns(E.as_expr(e))]
+        for n in names:
+            r = root(n, decls)
+            out[r] = out.get(r, 0) + 1
+    return out
+
+
+def _writes(body, decls) -> dict:
+    """Root tensor -> its non-accumulating write accesses in ``body`` (``None``: via a view)."""
+    out: dict = {}
+    for inst in walk_insts(body):
+        if inst.attr("acc") is not None:
+            continue
+        for o in inst.outs:
+            r = root(o.tensor, decls)
+            if r != o.tensor:
+                out[r] = None  # why: views are not stamped (see interp._race_mark)
+            elif out.get(r, ()) is not None:
+                out.setdefault(r, []).append(o)
+    return out
+
+
+def _ranges(body, extra=None) -> dict:
+    """``var -> (lo, hi)`` of every loop in ``body`` (sibling loops sharing a name: the union)."""
+    out = dict(extra or {})
+    for s in walk_stmts(body):
+        if isinstance(s, Loop) and s.trip_count:
+            r = range(s.start, s.stop, s.step)
+            lo, hi = min(r[0], r[-1]), max(r[0], r[-1])
+            if s.var in out:
+                lo, hi = min(lo, out[s.var][0]), max(hi, out[s.var][1])
+            out[s.var] = (lo, hi)
+    return out
+
+
+def separate(accs, var: str, step: int, inner: dict) -> bool:
+    """Whether the accesses of different values of ``var`` never touch the same element.
+
+    ``inner``: ranges of the variables that vary within one value of ``var``; any other
+    variable is a constant then and must appear alike in every access.
+    """
+    v = E.Var(var)
+    ndim = {len(a.index) for a in accs if a.index is not None}
+    if any(a.index is None for a in accs) or len(ndim) != 1:
+        return False
+    for d in range(ndim.pop()):
+        coef, lo, hi, fixed = None, None, None, None
+        for a in accs:
+            e = a.index[d]
+            if e is None:
+                break
+            e = E.as_expr(e)
+            if not isinstance(e, E.Affine):
+                break
+            terms = dict(e.terms)
+            k = terms.pop(v, None)
+            if k is None or (coef is not None and k != coef):
+                break
+            const = {t: c for t, c in terms.items() if isinstance(t, E.Var) and t.name not in inner}
+            rest = E.Affine(tuple((t, c) for t, c in terms.items() if t not in const), e.const)
+            if var in E.free_vars(rest) or (fixed is not None and const != fixed):
+                break
+            try:
+                a_lo, a_hi = E.bounds(rest, inner)
+            except (ValueError, KeyError):
+                break
+            coef, fixed = k, const
+            lo = a_lo if lo is None else min(lo, a_lo)
+            hi = a_hi if hi is None else max(hi, a_hi)
+        else:
+            if coef is not None and hi - lo < abs(coef * step):
+                return True
+    return False
+
+
+def overlapping_writes(kernel) -> dict:
+    """``{affine Loop: root tensors its iterations may write at the same element}``.
+
+    Only tensors declared before the loop count, and only when the result is observed after
+    the loop: a kernel output, an ``inout`` parameter, or a tensor read outside the loop.
+    Loops are keyed structurally (equal loops share their set).
+    """
+    decls = kernel.decls()
+    total = _reads(kernel.body, decls)
+    seen = set(kernel.outputs) | {p.name for p in kernel.params if p.kind == "inout"}
+    out: dict = {}
+
+    def walk(body, declared):
+        declared = set(declared)
+        for s in body:
+            if isinstance(s, Alloc):
+                declared.add(s.decl.name)
+            elif isinstance(s, Loop):
+                if s.kind == "affine" and s.trip_count > 1:
+                    inside = _reads(s.body, decls)
+                    inner = _ranges(s.body)
+                    hits = set()
+                    for name, accs in _writes(s.body, decls).items():
+                        if accs is None or name not in declared or decls[name].kind == "const":
+                            continue
+                        if name not in seen and total.get(name, 0) <= inside.get(name, 0):
+                            continue  # why: nothing after the loop sees which iteration won
+                        if not separate(accs, s.var, s.step, inner):
+                            hits.add(name)
+                    if hits:
+                        out[s] = out.get(s, frozenset()) | frozenset(hits)
+                walk(s.body, declared)
+    walk(kernel.body, {p.name for p in kernel.params})
+    return out
+
+
+def shared_overlaps(kernel) -> frozenset:
+    """Shared tensors two SPMD programs may write at the same element.
+
+    Shared: outputs, ``shared_hbm`` tensors and ``inout`` parameters. Empty for one program.
+    """
+    grid = tuple(kernel.grid)
+    axes = [a for a, n in enumerate(grid) if n > 1]
+    if not axes:
+        return frozenset()
+    decls = kernel.decls()
+    shared = {n for n, d in decls.items() if d.base is None and (
+        d.kind in ("output", "inout") or d.buffer == "shared_hbm")}
+    pid_ranges = {f"pid{a}": (0, n - 1) for a, n in enumerate(grid)}
+    inner = _ranges(kernel.body, pid_ranges)
+    hits = set()
+    for name, accs in _writes(kernel.body, decls).items():
+        if name not in shared:
+            continue
+        if accs is None or not all(
+                separate(accs, f"pid{a}", 1, {k: r for k, r in inner.items() if k != f"pid{a}"})
+                for a in axes):
+            hits.add(name)
+    return frozenset(hits)

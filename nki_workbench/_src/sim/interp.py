@@ -15,9 +15,12 @@ Memory semantics that keep results honest:
     ``SimParams(uninitialized="error")``), so no masked-out lane or forgotten write turns into
     a silent zero.
   * ``affine_range`` iterations must be independent: a tile declared outside the loop, written
-    in one iteration and read in another (other than ``+=`` accumulation) emits
-    :class:`LoopCarriedDependencyWarning`; ``SimParams(shuffle_affine=True)`` runs affine
-    iterations in a random order so such races change results.
+    in one iteration and read in another (other than ``+=`` accumulation), or elements two
+    iterations write when the result is seen after the loop, emit
+    :class:`LoopCarriedDependencyWarning`; two SPMD programs writing the same shared element
+    emit :class:`SpmdRaceWarning` (both raise with ``SimParams(races="error")``; see
+    :mod:`.races`). ``SimParams(shuffle_affine=True)`` runs affine iterations and SPMD programs
+    in a random order so such races change results.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import (
-    LoopCarriedDependencyWarning,
     NkiError,
     UninitializedReadWarning,
     warn,
@@ -38,8 +40,9 @@ from ..ir import expr as E
 from ..options import SimParams
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.registry import props
+from . import races as _races
 from .access import CompiledAccess
-from .analysis import read_and_written
+from .analysis import overlapping_writes, read_and_written, shared_overlaps
 from .memory import LOW_FLOATS as _LOW_FLOATS
 from .memory import Buf
 from .memory import decode_const as _decode_const
@@ -56,7 +59,7 @@ __all__ = ["SimParams", "Program", "Buf", "SPECIAL"]
 class _State:
     __slots__ = ("env", "bufs", "rng", "params", "shared", "races", "collective", "pid",
                  "regs", "observer", "poison", "param_names",
-                 "iter_id", "loop_lo", "iter_start")
+                 "iter_id", "loop_lo", "iter_start", "iters", "ordinal", "grid")
 
     def __init__(self, params: SimParams, shared: dict, collective, pid: tuple):
         self.env = {}
@@ -73,6 +76,9 @@ class _State:
         self.iter_id = 0
         self.loop_lo = {}
         self.iter_start = {}
+        self.iters = {}  # affine loop var -> (iteration ids, values) of its current run
+        self.ordinal = 0
+        self.grid = (1,)
 
     def reseed(self, seed: int):
         self.rng = np.random.default_rng(seed)
@@ -92,6 +98,10 @@ class Program:
         self.decls = kernel.decls()
         self.carried = {}   # loop var -> names of outer tensors written in that affine loop
         self.param_names = frozenset(d.name for d in kernel.params)
+        self.waw = overlapping_writes(kernel)
+        self.spmd = shared_overlaps(kernel)
+        self.sites = []  # write site -> kernel line (race stamps name the writer)
+        self.affine_now = ()
         self.body = self._block(kernel.body, outer=frozenset(d.name for d in kernel.params),
                                 affine_vars=())
 
@@ -112,7 +122,8 @@ class Program:
                 # why: only tensors both read and (non-accumulating) written inside the loop can
                 # carry a value between iterations; stamping others would only cost time
                 inner_aff = affine_vars + ((s.var, frozenset(declared) & read_and_written(
-                    s.body, self.decls)),) if s.kind == "affine" else affine_vars
+                    s.body, self.decls), self.waw.get(s, frozenset())),) \
+                    if s.kind == "affine" else affine_vars
                 fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff)))
             else:
                 fns.append(self._inst(s, k in skip_alloc, affine_vars))
@@ -187,19 +198,24 @@ class Program:
             if affine:
                 st.iter_id += 1
                 saved = st.loop_lo.get(var)
+                saved_iters = st.iters.get(var)
                 st.loop_lo[var] = st.iter_id
+                st.iters[var] = ([], [])
             for v in it:
                 env[var] = v
                 if affine:
                     st.iter_id += 1
                     st.iter_start[var] = st.iter_id
+                    _races.enter_iteration(st, var, v)
                 for f in body:
                     f(st)
             if affine:
                 if saved is None:
                     st.loop_lo.pop(var, None)
+                    st.iters.pop(var, None)
                 else:
                     st.loop_lo[var] = saved
+                    st.iters[var] = saved_iters
         return run
 
     def _operand(self, op, loc):
@@ -217,6 +233,7 @@ class Program:
     def _inst(self, inst: Inst, binds: bool, affine_vars):
         special = SPECIAL.get(inst.op)
         if special is not None:
+            self.affine_now = affine_vars  # why: specials build their writes' race checks
             return self._observed(inst, special(self, inst))
         fn = VALUE_RULES.get(inst.op)
         if fn is None:
@@ -230,8 +247,9 @@ class Program:
         acc_mode = inst.attr("acc")
         attrs = dict(inst.attrs)  # why: built once per instruction, not per execution
         mask = inst.mask
-        in_affine = tuple(v for v, _ in affine_vars)
-        outer_sets = dict(affine_vars)
+        in_affine = tuple(v for v, _, _ in affine_vars)
+        outer_sets = {v: raw for v, raw, _ in affine_vars}
+        specs = [self._race_spec(o, affine_vars, loc) for o in inst.outs]
         info = props(inst.op)
         lanewise = info is not None and info.lanewise
         reader = self
@@ -278,11 +296,24 @@ class Program:
                 if binds and any(res is v for v in vals):
                     res = np.array(res)  # why: a new tile must not alias its source buffer
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
-                              in_affine, outer_sets, out_ok)
+                              in_affine, outer_sets, out_ok, specs[k])
         if binds and inst.op == "load" and mask is None and acc_mode is None and \
                 len(ins) == 1 and ins[0][0] == "acc" and ins[0][1].tensor in self.param_names:
             return self._zero_copy_load(inst, ins[0][1], outs[0], res_dtype, run)
         return run
+
+    def _race_spec(self, out, affine_vars, loc):
+        """The race checks a write to ``out`` needs (``None``: none; see :mod:`.races`)."""
+        name = out.tensor
+        if self.decls[name].base is not None:
+            return None  # why: views are not stamped; their root is checked where written
+        waw = tuple(v for v, _, w in affine_vars if name in w)
+        stamp = bool(affine_vars) and name in affine_vars[-1][1]
+        spmd = name in self.spmd
+        if not (waw or stamp or spmd):
+            return None
+        self.sites.append(loc)
+        return _races.RaceSpec(len(self.sites) - 1, waw, stamp, spmd)
 
     def _zero_copy_load(self, inst, src_ca, out, res_dtype, general):
         """``t = nl.load(input[...])``: the tile shares the read-only input's memory.
@@ -355,8 +386,8 @@ class Program:
             if ok is not None and len(st.poison) < 8:
                 st.poison.setdefault((buf.name, loc), None)
         if buf.stamp is not None and in_affine and st.params.detect_races and \
-                isinstance(buf.stamp, np.ndarray):
-            self._race_check(st, ca, buf, loc, in_affine, outer_sets)
+                isinstance(buf.stamp, np.ndarray) and buf.name in outer_sets[in_affine[-1]]:
+            _races.on_read(self, st, ca, buf, loc, in_affine[-1])
         return v, ok
 
     def _uninit(self, st, what, taints, loc):
@@ -375,7 +406,7 @@ class Program:
              "the write")
 
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
-               outer_sets, ok=None):
+               outer_sets, ok=None, race=None):
         res = np.asarray(res)
         if sel is not None and _fit(sel, ca.grid) is None:
             sel = None  # why: a mask over the inputs' grid (a reduction's) does not mask the output
@@ -417,6 +448,10 @@ class Program:
             mark = ok
         else:
             mark = True
+        racing = None
+        if race is not None and acc_mode is None and st.params.detect_races:
+            racing = _races.before_write(st, ca, buf, None if sel is None else _fit(
+                sel, ca.grid), race)
         if sel is None:
             ca.write(buf.data, res, st.env, st.dyn)
             if buf.init is not None:
@@ -430,40 +465,8 @@ class Program:
             ca.write_masked(buf.data, res, s, st.env, st.dyn)
             if buf.init is not None:
                 ca.write_masked(buf.init, mark, s, st.env, st.dyn)
-        if in_affine and st.params.detect_races and acc_mode is None:
-            self._race_mark(st, ca, buf, sel, in_affine, outer_sets)
-
-    # ------------------------------------------------------------------ affine races
-    def _race_mark(self, st, ca, buf, sel, in_affine, outer_sets):
-        # Only tensors declared outside the innermost affine loop can carry values across its
-        # iterations; stamp the elements with the iteration that wrote them.
-        var = in_affine[-1]
-        if buf.name not in outer_sets[var] or buf.data.ndim == 0:
-            return
-        if not isinstance(buf.stamp, np.ndarray):
-            if buf.stamp is not None:
-                return  # a view: not tracked
-            buf.stamp = np.zeros(buf.data.shape, dtype=np.int64)
-        if sel is None:
-            ca.write(buf.stamp, st.iter_id, st.env, st.dyn)
-        else:
-            ca.write_masked(buf.stamp, st.iter_id, _fit(sel, ca.grid), st.env, st.dyn)
-
-    def _race_check(self, st, ca, buf, loc, in_affine, outer_sets):
-        var = in_affine[-1]
-        if buf.name not in outer_sets[var]:
-            return
-        lo = st.loop_lo.get(var)
-        if lo is None:
-            return
-        stamps = ca.read(buf.stamp, st.env, st.dyn)
-        carried = (stamps > lo) & (stamps < st.iter_start[var])
-        if np.any(carried):
-            warn(LoopCarriedDependencyWarning,
-                 f"'{buf.name}' is written in one nl.affine_range iteration and read in another "
-                 f"(loop '{var}'): affine iterations may run in any order",
-                 loc, "use nl.sequential_range for loop-carried dependencies (or declare the "
-                      "tile inside the loop)")
+        if racing is not None:
+            _races.after_write(self, st, ca, buf, race, loc, racing)
 
     # ------------------------------------------------------------------ special instructions
     def _observed(self, inst, run):
@@ -570,7 +573,9 @@ class Program:
 
             def worker(pid):
                 try:
-                    self._run_one(params, shared, coll, pid, observer)
+                    # why: iteration ids stay unique across programs running side by side
+                    start = int(np.ravel_multi_index(pid, grid)) << 32
+                    self._run_one(params, shared, coll, pid, observer, start)
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                     errors.append(exc)
                     coll.abort()
@@ -583,9 +588,15 @@ class Program:
             if errors:
                 raise errors[0]
         else:
+            if params.shuffle_affine and len(pids) > 1:
+                # why: SPMD programs run in any order (on different cores) like affine iterations
+                order = np.random.default_rng(params.seed).permutation(len(pids))
+                pids = [pids[i] for i in order]
+            start = 0
             for pid in pids:
-                self._run_one(params, shared, None, pid, observer)
+                start = self._run_one(params, shared, None, pid, observer, start)
         out = {}
+        shared.pop("__races__", None)
         poison = shared.pop("__poison__", {})
         for name in k.outputs:
             buf = shared.get(name)
@@ -607,10 +618,14 @@ class Program:
             out[name] = buf.data
         return out
 
-    def _run_one(self, params, shared, coll, pid, observer=None):
+    def _run_one(self, params, shared, coll, pid, observer=None, start=0):
+        """Run program ``pid``; returns its last affine iteration id (the next one's start)."""
         st = _State(params, shared, coll, pid)
         st.observer = observer
         st.param_names = self.param_names
+        st.iter_id = start
+        st.grid = tuple(self.kernel.grid) or (1,)
+        st.ordinal = int(np.ravel_multi_index(pid, st.grid))
         for axis, v in enumerate(pid):
             st.env[f"pid{axis}"] = int(v)
         # why: inf/NaN are legitimate values here (poison, fp32.min...), never numpy warnings;
@@ -618,6 +633,7 @@ class Program:
         with np.errstate(all="ignore"):
             for f in self.body:
                 f(st)
+        return st.iter_id
 
 
 def _partitionwise(inst):

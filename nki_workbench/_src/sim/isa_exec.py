@@ -46,6 +46,7 @@ def _multi(op):
         dts = tuple(inst.attr("dtypes") or (inst.attr("dtype"),) * len(outs))
         acc_mode, mask = inst.attr("acc"), inst.mask
         rule = VALUE_RULES[op]
+        specs = [prog._race_spec(o, prog.affine_now, loc) for o in inst.outs]
 
         def run(st):
             sel = None
@@ -63,7 +64,7 @@ def _multi(op):
                 s = out_sel(NUMPY, sel, ca.grid)
                 binds = ca.tensor not in st.bufs and s is None
                 prog._write(st, ca, decl, r, dts[k], acc_mode if k == 0 else None, s, binds,
-                            loc, (), {})
+                            loc, (), {}, None, specs[k])
         return run
     return factory
 
@@ -84,13 +85,14 @@ def _dma_copy(prog, inst):
     src = CompiledAccess(inst.ins[0], src_decl.shape, loc)
     skip, rmw = inst.attr("oob_mode") == "skip", inst.attr("dst_rmw_op")
     simple = not (src.has_dyn or dst.has_dyn or mask is not None or rmw)
+    spec = prog._race_spec(inst.outs[0], prog.affine_now, loc)
 
     def run(st):
         _ensure(prog, st, dst_decl)
         if simple:
             v, ok = prog._read(st, src, None, loc, (), {})
             prog._write(st, dst, dst_decl, like(NUMPY, v, dst.shape), None, None, None, False, loc,
-                        (), {}, ok)
+                        (), {}, ok, spec)
             return
         sel = np.ones(src.grid, dtype=bool) if mask is None else np.broadcast_to(
             np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool), src.grid)

@@ -144,14 +144,26 @@ class Buffers:
 
     # -- affine_range races: the interpreter's iteration stamps, as int32 arrays
     def _race_mark(self, ja, decl, sel):
-        var, tracked = self.affine[-1]
+        """Flag a write over elements an earlier iteration wrote, then stamp it.
+
+        Only for the loop's ``waw`` set. The flag over-approximates (masks and values are
+        ignored): it only makes the interpreter re-run and decide, with its exact message.
+        """
         buf = self.bufs.get(decl.name)
-        if decl.base is not None or decl.name not in tracked or buf is None or buf[2] is None:
+        if decl.base is not None or buf is None or buf[2] is None:
             return
+        levels = [(var, waw) for var, tracked, waw in self.affine
+                  if decl.name in tracked or decl.name in waw]
+        if not levels:
+            return
+        for var, waw in levels:
+            if decl.name in waw and var in self.loop_lo:
+                old, _ = ja.read(buf[2], self)
+                self.bad(jnp.any((old > self.loop_lo[var]) & (old < self.iter_start[var])))
         buf[2], _ = ja.write(buf[2], self.iter_id, self, sel)
 
     def _race_check(self, ja, name):
-        var, tracked = self.affine[-1]
+        var, tracked, _ = self.affine[-1]
         buf = self.bufs.get(name)
         if name not in tracked or buf is None or buf[2] is None or var not in self.loop_lo:
             return

@@ -56,7 +56,7 @@ from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stm
 from ..ir import expr as E
 from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
 from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
-from .analysis import read_and_written
+from .analysis import overlapping_writes, read_and_written
 from .interp import Program
 from .jax_access import (
     JaxAccess,
@@ -73,6 +73,7 @@ from .jax_static import (
     checked_inputs,
     fully_written_outputs,
     param_specs,
+    subnormal_input,
     tracked,
     why_interpreted,
     window,
@@ -132,6 +133,7 @@ class _Lower(Buffers):
             self.unsupported = str(exc)
         self.const_values = [v for v, _ in sorted(self.consts.values(), key=lambda t: t[1])]
         self.covered = fully_written_outputs(kernel)
+        self.waw = overlapping_writes(kernel)
         self.clean = False  # set by each trace: no check can fire in that program
 
     # -- constants: run-time arguments, so XLA cannot fold or rewrite them
@@ -231,7 +233,7 @@ class _Lower(Buffers):
         affine = loop.kind == "affine"
         if affine:
             tracked = frozenset(self.declared) & read_and_written(loop.body, self.decls)
-            self.affine.append((loop.var, tracked))
+            self.affine.append((loop.var, tracked, self.waw.get(loop, frozenset())))
             self.iter_id = self.iter_id + 1
             self.loop_lo[loop.var] = self.iter_id
         try:
@@ -427,7 +429,7 @@ class _Lower(Buffers):
             res = from_f32(res, res_dtype) if res.dtype == np.float32 else cast(res, res_dtype)
         ca = ja.ca
         if (sel is None and acc_mode is None and decl.name in self.covered and not self.rolled
-                and not self.vec):
+                and not self.vec and not (self.races and decl.name in self.tracked)):
             if self._pend(ja, decl, res, ok):
                 return
         if binds and sel is None and acc_mode is None:
@@ -737,6 +739,12 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
         why = comp.why.get(key, False)
         if why is False:
             why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
+        if why is None:
+            sub = subnormal_input(kernel, arrays)
+            if sub is not None:
+                _notice(kernel, f"input '{sub}' holds subnormal floats, which XLA's CPU runtime "
+                        "flushes to zero")
+                return comp.interpreter().run(inputs, params, backend="numpy")
         if why is not None:
             _notice(kernel, why)
             return comp.interpreter().run(inputs, params, backend="numpy")

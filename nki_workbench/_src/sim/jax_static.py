@@ -18,10 +18,11 @@ from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from ..options import SimParams
-from .analysis import read_and_written
+from .analysis import overlapping_writes, read_and_written, shared_overlaps
 from .specials import SPECIAL
 
 __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
+           "subnormal_input",
            "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted"]
 
 
@@ -107,6 +108,11 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
     from ..semantics.registry import COMPILED_SPECIAL, INTERPRETER_ONLY
     if params.shuffle_affine:
         return "SimParams(shuffle_affine=True)"
+    if params.detect_races:
+        racy = shared_overlaps(kernel)
+        if racy:
+            return (f"race tracking across SPMD programs (writes to {sorted(racy)} are not "
+                    "proven disjoint)")
     grid = int(np.prod(kernel.grid)) if kernel.grid else 1
     for inst in walk_insts(kernel.body):
         if inst.op == "all_reduce":
@@ -121,7 +127,11 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
 
 
 def tracked(kernel: Kernel) -> frozenset:
-    """Tensors an ``affine_range`` loop may carry values through: the ones races stamp."""
+    """Tensors races stamp.
+
+    An ``affine_range`` loop may carry values through them, or two of its iterations may write
+    the same element of them (:func:`.analysis.overlapping_writes`).
+    """
     decls = kernel.decls()
     out = set()
 
@@ -135,6 +145,8 @@ def tracked(kernel: Kernel) -> frozenset:
                     out.update(declared & read_and_written(s.body, decls))
                 walk(s.body, declared)
     walk(kernel.body, {d.name for d in kernel.params})
+    for names in overlapping_writes(kernel).values():
+        out.update(names)
     return frozenset(out)
 
 
@@ -208,6 +220,30 @@ def checked_inputs(kernel: Kernel, inputs: dict, specs: tuple | None = None) -> 
         # why: the program never writes its inputs, so a matching array needs no copy
         arrays.append(arr if arr.dtype == st and dtype != "tfloat32" else D.cast(arr, dtype))
     return arrays
+
+
+_EXPONENT_BITS = {np.dtype(np.float32): (np.uint32, 0x7F800000, 0x007FFFFF),
+                  np.dtype(D.storage_dtype(D.from_name("bfloat16"))): (np.uint16, 0x7F80, 0x007F)}
+
+
+def subnormal_input(kernel: Kernel, arrays: list) -> str | None:
+    """The first float32/bfloat16 input holding a subnormal value (``None``: none).
+
+    XLA's CPU runtime treats subnormal operands as zero and flushes subnormal results (measured:
+    ``1e-39 + 1e-39`` is 0 compiled, 2e-39 in numpy); the interpreter keeps them as numpy and
+    NKI's own simulator do, so such inputs run in the interpreter. (float16 subnormals widen
+    to normal float32 values: unaffected.)
+    """
+    for p, arr in zip(kernel.params, arrays, strict=True):
+        bits = _EXPONENT_BITS.get(arr.dtype)
+        if bits is None or not arr.size:
+            continue
+        kind, exponent, mantissa = bits
+        u = np.ascontiguousarray(arr).view(kind)
+        # why: integer tests: no float comparison under a flush-to-zero mode can hide one
+        if np.any(((u & kind(exponent)) == 0) & ((u & kind(mantissa)) != 0)):
+            return p.name
+    return None
 
 
 def param_specs(kernel: Kernel) -> tuple:

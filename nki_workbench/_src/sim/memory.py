@@ -16,13 +16,14 @@ __all__ = ["Buf", "poison", "decode_const", "tune_malloc", "storage", "LOW_FLOAT
 class Buf:
     """A tensor's storage: ``data`` and which elements were written (``init``; None = all)."""
 
-    __slots__ = ("data", "init", "name", "stamp", "f32")
+    __slots__ = ("data", "init", "name", "stamp", "f32", "owner")
 
     def __init__(self, name, data, init=None):
         self.name = name
         self.data = data
         self.init = init
-        self.stamp = None
+        self.stamp = None  # affine iteration (and write site) that last wrote each element
+        self.owner = None  # SPMD program (and write site) that last wrote each element
         self.f32 = None  # float32 copy of ``data`` kept for read-only low-precision buffers
 
     def writable(self):

@@ -315,7 +315,10 @@ def _retarget(ctx, value, dst, acc: str | None) -> bool:
     attrs = dict(inst.attrs)
     if acc is not None:
         attrs["acc"] = acc
-    block[pos - 1:] = [Inst(inst.op, (dst._access(),), inst.ins, tuple(sorted(attrs.items())),
+    out = dst._access()
+    # why: the fused write skips emit()'s checks; a static write past the tile fails here
+    _check_bounds(ctx, out, inst.mask is not None, user_location())
+    block[pos - 1:] = [Inst(inst.op, (out,), inst.ins, tuple(sorted(attrs.items())),
                             inst.mask, inst.loc)]
     ctx.decls.pop(value._name, None)
     ctx.note_write(dst._name, inst.loc)

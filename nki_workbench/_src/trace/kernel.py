@@ -237,11 +237,13 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
         t = NkiTensor(ctx, decl.name, scope=())
         t._mutable = path.split("_")[0] in mutable or path in mutable
         table[path] = t
+    _check_param_annotations(func, annotations, table)
     call_args = {n: _rebuild(v, n, table, hook) for n, v in bound.arguments.items()}
     C.push(ctx)
     try:
-        result = func(*[call_args[n] for n in _positional(bound)],
-                      **{n: call_args[n] for n in _keyword(bound)})
+        with _LocalAnnotations(func):
+            result = func(*[call_args[n] for n in _positional(bound)],
+                          **{n: call_args[n] for n in _keyword(bound)})
     except RecursionError as exc:
         # why: Python's own error names no kernel line and its traceback is thousands deep
         raise NkiError(None, f"kernel '{name}' recursed too deeply while being traced "
@@ -265,6 +267,74 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
     kernel = Kernel(name, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
                     grid, target, tuple(sorted(kattrs.items())))
     return Traced(kernel, tuple(p for p, _ in leaves), returns, constants, key)
+
+
+def _annotation_error(what, declared, actual, loc):
+    return NkiError("err_annotation_shape_mismatch",
+                    f"{what} is annotated nt.tensor{list(declared)} but has shape "
+                    f"{list(actual)}", loc, "fix the annotation or the shape")
+
+
+def _check_param_annotations(func, annotations, table):
+    """``def k(a: nt.tensor[128, 512])``: the argument's shape must be the annotated one."""
+    for name, ann in annotations.items():
+        shape = getattr(ann, "shape", None)
+        t = table.get(name)
+        if t is None or not hasattr(ann, "mutable") or not isinstance(shape, tuple) or not shape:
+            continue
+        if tuple(t.shape) != shape:
+            raise _annotation_error(f"kernel parameter '{name}'", shape, t.shape,
+                                    definition_location(func))
+
+
+class _LocalAnnotations:
+    """Checks ``x: nt.tensor[d0, d1] = value`` in the kernel body while it is traced.
+
+    Python never evaluates a local variable's annotation, so a line tracer on the kernel's own
+    frame (installed only when the source has such annotations) reads the variable right
+    after its annotated line ran.
+    """
+
+    def __init__(self, func):
+        from .source import annotated_locals
+        self.code = getattr(func, "__code__", None)
+        self.anns = annotated_locals(func) if self.code is not None else {}
+        self.prev = None
+
+    def __enter__(self):
+        if self.anns:
+            self.prev = sys.gettrace()
+            sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc):
+        if self.anns:
+            sys.settrace(self.prev)
+        return False
+
+    def _global(self, frame, event, arg):
+        if frame.f_code is self.code:
+            frame.f_trace_lines = True
+            state = {"line": None}
+
+            def local(frame, event, arg):
+                if event in ("line", "return"):
+                    self._check(frame, state["line"])
+                    state["line"] = frame.f_lineno
+                return local
+            return local
+        return None
+
+    def _check(self, frame, line):
+        ann = self.anns.get(line)
+        if ann is None:
+            return
+        name, shape = ann
+        value = frame.f_locals.get(name)
+        actual = getattr(value, "shape", None)
+        if actual is not None and tuple(actual) != shape:
+            raise _annotation_error(f"'{name}'", shape, tuple(actual),
+                                    f"{short_path(frame.f_code.co_filename)}:{line}")
 
 
 def _kernel_line_of(exc) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import NkiError, user_location
+from ..errors import NkiError, user_frame, user_location
 from ..ir import Access
 from ..ir import expr as E
 from . import context as C
@@ -172,8 +172,19 @@ class NkiTensor:
                        "use nl.device_print to look at values during simulation")
 
     def __bool__(self):
+        from .source import condition_source
+        kind, text = condition_source(user_frame())
+        what = f"'{text}' (a tile)" if text else f"tensor '{self._name}'"
+        if kind == "while":
+            raise NkiError("err_while_loop_requires_unconditional_entry",
+                           f"'while {text}:' tests a tensor before the first iteration; NKI "
+                           "loops on run-time values only in the do-while form (the body "
+                           "runs once before the condition is read)", user_location(),
+                           "loop with nl.sequential_range and a static trip count, masking "
+                           "the iterations that should not run")
         raise NkiError("err_ambiguous_tensor_truth_value",
-                       f"the truth value of tensor '{self._name}' is ambiguous", user_location(),
+                       f"the truth value of {what} is ambiguous: a tensor has no single "
+                       "Python truth value while tracing", user_location(),
                        "use ~, &, | for element-wise logic, mask= or nl.where for conditions, "
                        "and 'is not None' to test presence")
 
@@ -391,6 +402,7 @@ def _subscript(t: NkiTensor, key) -> NkiTensor:
                                    "free dimension", user_location(),
                                    "indirect indices select partitions (rows): use an [N, 1] "
                                    "index tile")
+        _check_dyn_after_partition(t, new)
         out_shape = E.grid_shape(new) if new else ()
         if len(out_shape) < out_nd:
             out_shape = (1,) * (out_nd - len(out_shape)) + tuple(out_shape)
@@ -447,6 +459,27 @@ def _normalize_view(index, shape):
                 ga = io.axis + len(grid) - io.ndim
                 mapping[io] = E.as_expr(E.Iota(io.size, s_axes[g_axes.index(ga)], nd))
     return tuple(E.substitute(e, mapping) for e in index)
+
+
+def _check_dyn_after_partition(t, exprs):
+    """A run-time index on a dim after the partition dim is a free-dim indirect index.
+
+    The partition dim of an HBM access is the first dim whose index varies along the access
+    grid's first axis; the dims before it are block dims. NKI's DMA takes indirect indices on
+    those only (``a[i_p, idx[i_p, 0]]`` gathers within a row: not expressible).
+    """
+    if t.buffer in ("sbuf", "psum"):
+        return  # why: on-chip run-time indices have their own rule (DYNAMIC_ONCHIP_OPS)
+    part = next((d for d, e in enumerate(exprs) if (E.grid_shape([e]) or (1,))[0] > 1), None)
+    if part is None:
+        return
+    for d, e in enumerate(exprs[part + 1:], start=part + 1):
+        if E.dyns(e):
+            raise NkiError("err_indirect_indices_free_dim",
+                           f"run-time (indirect) index on dim {d} of '{t._name}', a free "
+                           f"dimension (dim {part} is the partition dimension of this access)",
+                           user_location(), "indirect indices select rows (the partition dim or "
+                           "the block dims before it); load whole rows and select on chip")
 
 
 def _pad_iotas(e, out_nd):

@@ -1,0 +1,170 @@
+"""Race tracking of the interpreter: ``affine_range`` iterations and SPMD programs.
+
+Each tracked tensor carries an ``int64`` stamp per element, ``(writer << SITE_BITS) | site``:
+``writer`` is the id of the innermost ``affine_range`` iteration that wrote it (``Buf.stamp``)
+or the program's ordinal + 1 (``Buf.owner``, shared HBM only), ``site`` the writing
+instruction (its kernel line is ``Program.sites[site]``). Iteration ids grow in execution
+order and are unique across the whole run, so "written by an earlier iteration of loop ``v``
+in this run of it" is ``loop_lo[v] < writer < iter_start[v]``.
+
+Which tensors are tracked is decided statically (:mod:`.analysis`): only writes the IR cannot
+prove separate cost anything. An overlap that writes the value already there is no race (the
+order cannot change the result), so only elements whose value changes are reported.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from ..errors import LoopCarriedDependencyWarning, NkiError, SpmdRaceWarning, warn
+
+__all__ = ["SITE_BITS", "RaceSpec", "before_write", "after_write", "on_read",
+           "enter_iteration"]
+
+SITE_BITS = 20
+"""Low bits of a stamp naming the writing instruction (a kernel has fewer write sites)."""
+_SITE_MASK = (1 << SITE_BITS) - 1
+
+
+class RaceSpec:
+    """What one instruction's write must stamp and check (built once per instruction)."""
+
+    __slots__ = ("site", "waw", "stamp", "spmd")
+
+    def __init__(self, site: int, waw: tuple, stamp: bool, spmd: bool):
+        self.site = site
+        self.waw = waw  # enclosing affine loop variables whose iterations must not overlap
+        self.stamp = stamp  # keep affine iteration stamps (a read or write check needs them)
+        self.spmd = spmd  # check and stamp the writing program
+
+
+def enter_iteration(st, var, value):
+    """Record that the current iteration id of loop ``var`` runs ``var = value``."""
+    starts, values = st.iters[var]
+    starts.append(st.iter_id)
+    values.append(value)
+
+
+def _value_of(st, var, writer):
+    """The value of loop ``var`` in the iteration that produced ``writer`` (an id)."""
+    starts, values = st.iters.get(var, ((), ()))
+    k = bisect.bisect_right(starts, writer) - 1
+    return values[k] if k >= 0 else "?"
+
+
+def _report(prog, st, key, category, msg, loc, hint):
+    done = st.shared.setdefault("__races__", set())
+    if key in done:
+        return  # why: a loop of many iterations reports one race once, not once per trip
+    done.add(key)
+    if st.params.races == "error":
+        raise NkiError("wb_race", msg, loc, hint)
+    warn(category, msg, loc, hint)
+
+
+def _region(ca, arr, sel, st, fill):
+    """The elements of ``arr`` the access touches (masked-out lanes read as ``fill``)."""
+    if sel is None:
+        return ca.read(arr, st.env, st.dyn)
+    return ca.read_masked(arr, sel, st.env, st.dyn, fill=fill)
+
+
+def _put(ca, arr, value, sel, st):
+    if sel is None:
+        ca.write(arr, value, st.env, st.dyn)
+    else:
+        ca.write_masked(arr, value, sel, st.env, st.dyn)
+
+
+def before_write(st, ca, buf, sel, spec):
+    """The elements this write overlaps with another iteration or program.
+
+    :func:`after_write` checks them; ``None`` when the buffer is not tracked.
+    """
+    if buf.data.ndim == 0 or (buf.stamp is not None and not isinstance(buf.stamp, np.ndarray)):
+        return None  # why: views are not tracked (their root is, where written)
+    hits = []
+    if spec.waw and isinstance(buf.stamp, np.ndarray):
+        old = np.asarray(_region(ca, buf.stamp, sel, st, 0))
+        writer = old >> SITE_BITS
+        for var in spec.waw:
+            lo = st.loop_lo.get(var)
+            if lo is not None:
+                hit = (writer > lo) & (writer < st.iter_start[var])
+                if hit.any():
+                    hits.append((var, hit, old))
+    if spec.spmd and buf.owner is not None:
+        old = np.asarray(_region(ca, buf.owner, sel, st, 0))
+        who = old >> SITE_BITS
+        hit = (who != 0) & (who != st.ordinal + 1)
+        if hit.any():
+            hits.append((None, hit, old))
+    before = np.array(ca.read(buf.data, st.env, st.dyn)) if hits else None
+    return sel, hits, before
+
+
+def after_write(prog, st, ca, buf, spec, loc, token):
+    """Report the overlaps that changed a value (equal values are no race), then stamp."""
+    sel, hits, before = token
+    if hits:
+        after = np.asarray(ca.read(buf.data, st.env, st.dyn))
+        same = (before == after) | ((before != before) & (after != after))  # NaN == NaN
+        for var, hit, old in hits:
+            hit = hit & ~same.reshape(hit.shape)
+            if hit.any():
+                _overlap(prog, st, buf, var, hit, old, loc)
+    site = spec.site
+    if spec.stamp or spec.waw:
+        if buf.stamp is None:
+            buf.stamp = np.zeros(buf.data.shape, dtype=np.int64)
+        _put(ca, buf.stamp, (st.iter_id << SITE_BITS) | site, sel, st)
+    if spec.spmd:
+        if buf.owner is None:
+            buf.owner = np.zeros(buf.data.shape, dtype=np.int64)
+        _put(ca, buf.owner, ((st.ordinal + 1) << SITE_BITS) | site, sel, st)
+
+
+def _overlap(prog, st, buf, var, hit, old, loc):
+    first = int(old[tuple(np.argwhere(hit)[0])])
+    where = prog.sites[first & _SITE_MASK]
+    n = int(np.count_nonzero(hit))
+    if var is None:
+        other = np.unravel_index((first >> SITE_BITS) - 1, st.grid)
+        msg = (f"'{buf.name}' is written at the same elements by SPMD programs "
+               f"{tuple(int(x) for x in other)} (at {where}) and {tuple(st.pid)} (at {loc}) "
+               f"with different values ({n} elements): programs run in any order, so the "
+               "result depends on which one writes last")
+        _report(prog, st, ("spmd", buf.name, where, loc), SpmdRaceWarning, msg, loc,
+                "index the shared tensor with nl.program_id(...) so that each program "
+                "writes its own region")
+        return
+    msg = (f"'{buf.name}' is written at the same elements by iterations "
+           f"{var}={_value_of(st, var, first >> SITE_BITS)} (at {where}) and "
+           f"{var}={st.env[var]} (at {loc}) of nl.affine_range loop '{var}' with different "
+           f"values ({n} elements): the value seen after the loop depends on the order the "
+           "iterations run")
+    _report(prog, st, ("waw", buf.name, var, where, loc), LoopCarriedDependencyWarning, msg,
+            loc, "give each iteration its own region (index with the loop variable) or use "
+            "nl.sequential_range if the order matters")
+
+
+def on_read(prog, st, ca, buf, loc, var):
+    """Warn when this read sees a value an earlier iteration of loop ``var`` wrote."""
+    lo = st.loop_lo.get(var)
+    if lo is None:
+        return
+    stamps = np.asarray(ca.read(buf.stamp, st.env, st.dyn))
+    writer = stamps >> SITE_BITS
+    carried = (writer > lo) & (writer < st.iter_start[var])
+    if np.any(carried):
+        first = int(stamps[tuple(np.argwhere(carried)[0])])
+        w = first >> SITE_BITS
+        where = prog.sites[first & _SITE_MASK]
+        msg = (f"'{buf.name}' is written in one nl.affine_range iteration and read in another "
+               f"(loop '{var}': written by {var}={_value_of(st, var, w)} at {where}, read by "
+               f"{var}={st.env[var]}): affine iterations may run in any order")
+        _report(prog, st, ("raw", buf.name, var, where, loc), LoopCarriedDependencyWarning,
+                msg, loc, "use nl.sequential_range for loop-carried dependencies (or declare "
+                "the tile inside the loop)")
