@@ -65,7 +65,8 @@ demo: install
 # Tutorials under nbval: 01 strict (every output compared, after the sanitizers), the others lax
 # (only cells marked `# NBVAL_CHECK_OUTPUT` are compared; every cell must still run).
 NBVAL    := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p no:cacheprovider -q \
-	--nbval-current-env --nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg
+	-p tests.notebooks.nbval_history --nbval-current-env \
+	--nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg
 NB_STRICT := notebooks/01_quickstart.ipynb
 nbval: install
 	$(NBVAL) --nbval $(NB_STRICT)

@@ -19,7 +19,6 @@ code, the message, the cell line and a hint — not as a long internal traceback
 from __future__ import annotations
 
 import ast
-import hashlib
 import linecache
 import traceback
 
@@ -29,12 +28,11 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from .._src.errors import NkiError
 from . import arguments as _args
 
-__all__ = ["NkiMagics", "NkiCellError", "MODES", "split_args"]
+__all__ = ["NkiMagics", "NkiCellError", "MODES", "split_args", "cell_filename"]
 
 MODES = ("simulation", "jax", "torchxla", "benchmark")
 TARGETS = ("trn1", "trn2", "trn3")
 _FIRST_TAB = {"simulation": None, "jax": "HLO", "torchxla": "HLO", "benchmark": "Timeline"}
-_CELL_PREFIX = "<nki-cell-"
 
 
 class NkiCellError(NkiError):
@@ -114,9 +112,30 @@ def split_args(text: str) -> list:
     return [p for p in parts if p]
 
 
-def _cell_filename(cell: str) -> str:
-    # why: a content hash is stable across runs, so IR locations (and stored outputs) are too
-    return f"{_CELL_PREFIX}{hashlib.sha1(cell.encode()).hexdigest()[:8]}>"
+def cell_filename(execution_count, lines: list) -> str:
+    """The name a ``%%nki`` cell's code is compiled under: ``<cell [3]>`` (its ``In [3]``).
+
+    Locations then read ``<cell [3]>:5`` (the editor's line 5 of the cell ``In [3]``). A name
+    already cached with other source (a cell re-run without a new execution count, e.g. from
+    ``run_cell_magic``) gets a suffix, so each kernel keeps its own source lines.
+    """
+    base = f"<cell [{execution_count}]>"
+    name, n = base, 1
+    while name in linecache.cache and linecache.cache[name][2] != lines:
+        n += 1
+        name = f"<cell [{execution_count}] #{n}>"
+    return name
+
+
+def _execution_count(shell, cell: str) -> int:
+    """The ``In [N]`` of the running cell."""
+    # why: IPython stores the raw cell under its count before running it (and, since 9.x, has
+    # already advanced shell.execution_count); a cell run without history keeps the counter
+    hist = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    body = cell.strip()
+    if len(hist) > 1 and body and body in hist[-1]:
+        return len(hist) - 1
+    return shell.execution_count
 
 
 def _last_function(code: str) -> str | None:
@@ -125,12 +144,12 @@ def _last_function(code: str) -> str | None:
     return names[-1] if names else None
 
 
-def _cell_error(exc: BaseException, filename: str, lines: list, offset: int = 1
+def _cell_error(exc: BaseException, filename: str, lines: list, offset: int = 0
                 ) -> NkiCellError:
     """Turn any failure into a short NkiCellError naming the cell line.
 
     ``lines`` is the executed code; ``offset`` turns its line numbers into the notebook cell's
-    (the ``%%nki`` line is line 1 there, plus any blank lines IPython dropped).
+    (0 when the code was compiled with the editor's line numbers, as ``%%nki`` cells are).
     """
     line = None
     if isinstance(exc, NkiError) and exc.loc and exc.loc.startswith(filename):
@@ -203,15 +222,18 @@ class NkiMagics(Magics):
         from .progress import SimulationProgress
         ns = self.shell.user_ns
         code = self.shell.transform_cell(cell)
-        filename = _cell_filename(cell)
+        # why: line 1 of the cell is the %%nki line, and IPython drops leading blank lines;
+        # padding the code with them makes every location (IR, views, errors) the editor's line
+        dropped = max(0, len(cell.splitlines()) - len(code.splitlines()))
+        code = "\n" * (1 + dropped) + code
         lines = code.splitlines()
-        # why: IPython drops leading blank lines; errors name the line the user sees
-        offset = 1 + max(0, len(cell.splitlines()) - len(lines))
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        kept = code.splitlines(True)
+        filename = cell_filename(_execution_count(self.shell, cell), kept)
+        linecache.cache[filename] = (len(code), None, kept, filename)
         try:
             exec(compile(code, filename, "exec"), ns)  # noqa: S102 - the user's own cell
         except Exception as exc:
-            raise _cell_error(exc, filename, lines, offset) from exc
+            raise _cell_error(exc, filename, lines) from exc
         name = opts.kernel or _last_function(code)
         if name is None:
             raise UsageError("the cell defines no function: define the kernel in the cell or "
@@ -233,7 +255,7 @@ class NkiMagics(Magics):
                 run_check(insp, opts.check, {**ns, **self._by_parameter(kernel, args, kwargs)},
                           opts.atol, opts.rtol)
         except Exception as exc:
-            raise _cell_error(exc, filename, lines, offset) from exc
+            raise _cell_error(exc, filename, lines) from exc
         ns[opts.out] = insp
         if opts.quiet:
             return None

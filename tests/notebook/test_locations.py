@@ -1,0 +1,69 @@
+"""Locations of a ``%%nki`` kernel read as the editor shows them: ``<cell [N]>:LINE``."""
+
+import re
+
+from nki_workbench.notebook.magics import cell_filename
+
+# the %%nki line is line 1 of the cell; the kernel's lines below are numbered as an editor does
+CELL = '''%%nki --args x,y --quiet --out located
+
+from neuronxcc import nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def located_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        u = nl.load(b[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.exp(t) + u)
+    return out
+'''
+
+
+def _editor_line(fragment: str) -> int:
+    return next(n for n, text in enumerate(CELL.splitlines(), 1) if fragment in text)
+
+
+def test_ir_timeline_and_occupancy_locations_are_the_editors_lines(ip):
+    count = ip.execution_count
+    res = ip.run_cell(CELL, store_history=True)
+    assert res.success, res.error_in_exec
+    insp = ip.user_ns["located"]
+    name = f"<cell [{count}]>"
+    want = {_editor_line("nl.ndarray"), _editor_line("affine_range"),
+            _editor_line("nl.load(a"), _editor_line("nl.load(b"), _editor_line("nl.store")}
+    ir_lines = {int(m) for m in re.findall(re.escape(name) + r":(\d+)", insp.ir)}
+    assert ir_lines == want == {8, 9, 10, 11, 12}
+    events = insp.timeline.events
+    assert {e.loc for e in events} == {f"{name}:{n}" for n in (10, 11, 12)}
+    assert [e.loc for e in events if e.op == "exp"] == [f"{name}:12"] * 2
+    sbuf = insp.memory.sbuf
+    locs = {a.loc for a in sbuf.allocations}
+    assert locs == {f"{name}:10", f"{name}:11", f"{name}:12"}
+    assert f"{name}:10" in sbuf.text()
+    crit = insp.critical_path()
+    assert crit and all(step.loc.startswith(name) for step in crit)
+
+
+def test_perfetto_locations_are_the_editors_lines(ip, tmp_path):
+    import json
+    count = ip.execution_count
+    assert ip.run_cell(CELL, store_history=True).success
+    path = tmp_path / "t.json"
+    ip.user_ns["located"].to_perfetto(str(path))
+    locs = {ev["args"].get("loc") for ev in json.loads(path.read_text())["traceEvents"]
+            if ev.get("ph") == "X"}
+    assert {f"<cell [{count}]>:{n}" for n in (10, 11, 12)} <= locs
+
+
+def test_a_rerun_with_the_same_count_keeps_each_cells_source():
+    import linecache
+    first = cell_filename(999, ["a\n"])
+    linecache.cache[first] = (2, None, ["a\n"], first)
+    try:
+        assert first == "<cell [999]>"
+        assert cell_filename(999, ["a\n"]) == first
+        assert cell_filename(999, ["b\n"]) == "<cell [999] #2>"
+    finally:
+        del linecache.cache[first]
