@@ -81,8 +81,12 @@ notebooks: install
 		--execute --inplace --ExecutePreprocessor.timeout=120 \
 		--ExecutePreprocessor.store_widget_state=False "$$nb"; done
 
+# JupyterLab refuses to start as root without --allow-root (containers, CI, binder-like images
+# run as root); LAB_ARGS passes more options, e.g. LAB_ARGS="--no-browser --port 8899".
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_ROOT) $(LAB_ARGS) notebooks/
 
 bench: install
 	@set -e; for f in bench/*.py; do \
