@@ -22,11 +22,13 @@ import ipywidgets as W
 from .._src.inspection import FRAMEWORKS
 from . import mime, plots
 
-__all__ = ["Inspector", "TimelineView", "TAB_TITLES", "VIEWS"]
+__all__ = ["Inspector", "TimelineView", "TAB_TITLES", "VIEWS", "CHECK_FAILED_TITLE"]
 
 TAB_TITLES = ("Summary", "Config", "IR", "SBUF", "PSUM", "Timeline", "HLO")
 VIEWS = ("config", "ir", "sbuf", "psum", "timeline", "hlo")
 """Names ``--show`` accepts (the Summary tab is always there)."""
+CHECK_FAILED_TITLE = "Summary \u2717 check failed"
+"""The Summary tab's title when the last ``--check`` failed."""
 
 # engine filter label -> predicate on a timeline row name (DMA queues are q0..q15)
 _ROW_GROUPS = {"Tensor": "Tensor", "Vector": "Vector", "Scalar": "Scalar", "GpSimd": "GpSimd",
@@ -130,7 +132,8 @@ class _HloView(W.VBox):
 
 
 def _summary_tab(insp, _):
-    return W.HTML(f"<pre style='margin:0'>{mime.esc(mime.summary_text(insp))}</pre>")
+    return W.HTML(f"{mime.check_banner_html(insp)}"
+                  f"<pre style='margin:0'>{mime.esc(mime.summary_text(insp))}</pre>")
 
 
 def _config_tab(insp, _):
@@ -191,7 +194,10 @@ class Inspector(W.Tab):
             except Exception as exc:  # noqa: BLE001 - a failing view says why in its tab
                 self.views[t] = _unavailable(t, f"{type(exc).__name__}: {exc}")
         super().__init__(children=list(self.views.values()))
-        self.titles = tuple(titles)
+        self.check_failed = mime.check_failed(inspection)
+        # why: a failed check marks its tab, so it is seen with another tab open
+        self.titles = tuple(CHECK_FAILED_TITLE if t == "Summary" and self.check_failed else t
+                            for t in titles)
         if selected is not None:
             if selected not in titles:
                 raise ValueError(f"no tab {selected!r}; tabs: {', '.join(titles)}")

@@ -197,6 +197,9 @@ class NkiMagics(Magics):
                       "parameters are visible by name); shows the max error")
     @MA.argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")
     @MA.argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    @MA.argument("--strict", action="store_true",
+                 help="a failed --check raises (NkiError wb_check_failed) instead of showing "
+                      "the error banner")
     @MA.argument("--out", "-o", default="_nki",
                  help="variable that receives the Inspection (default _nki)")
     @MA.argument("--static", action="store_true",
@@ -253,7 +256,7 @@ class NkiMagics(Magics):
             if opts.check is not None:
                 from .check import run_check
                 run_check(insp, opts.check, {**ns, **self._by_parameter(kernel, args, kwargs)},
-                          opts.atol, opts.rtol)
+                          opts.atol, opts.rtol, strict=opts.strict)
         except Exception as exc:
             raise _cell_error(exc, filename, lines) from exc
         ns[opts.out] = insp

@@ -24,7 +24,8 @@ from . import plots
 
 __all__ = ["MIME_TYPE", "SCHEMA_VERSION", "MAX_EVENTS", "mimebundle", "summary_text",
            "summary_lines", "inspection_html", "inspection_json", "config_html", "config_text",
-           "ir_html", "timeline_of", "memory_of", "latency_line", "esc"]
+           "ir_html", "timeline_of", "memory_of", "latency_line", "esc", "check_failed",
+           "check_banner_html"]
 
 MIME_TYPE = "application/vnd.nki-workbench.inspection+json"
 SCHEMA_VERSION = 1
@@ -84,7 +85,26 @@ def summary_lines(insp) -> list:
     check = getattr(insp, "check", None)
     if check is not None:
         lines.append("  " + check.line())
+        if check.where():
+            lines.append("  " + check.where())
     return lines
+
+
+def check_failed(insp) -> bool:
+    """Whether the Inspection's last ``--check`` failed (the views show an error state)."""
+    check = getattr(insp, "check", None)
+    return check is not None and not check.passed
+
+
+def check_banner_html(insp) -> str:
+    """The error banner of a failed check (empty when there is none or it passed)."""
+    if not check_failed(insp):
+        return ""
+    c = insp.check
+    return (f"<div class='nkiw-check-failed' role='alert' style='background:#fdecea;"
+            f"border-left:4px solid #b00020;color:#5f0010;padding:6px 10px;margin:0 0 .5em 0;"
+            f"font-family:monospace;font-size:12px'><b>&#10007; check failed</b>: "
+            f"{esc(c.line())}<br>{esc(c.where())}</div>")
 
 
 def summary_text(insp) -> str:
@@ -185,7 +205,7 @@ def ir_html(text: str) -> str:
 # --------------------------------------------------------------------------------- HTML
 def inspection_html(insp) -> str:
     """The escaped HTML view: summary, config tree, IR."""
-    return (f"<div class='nkiw-inspection'>"
+    return (f"<div class='nkiw-inspection'>{check_banner_html(insp)}"
             f"<pre style='margin:0 0 .5em 0'>{esc(summary_text(insp))}</pre>"
             f"<details><summary>backend_config</summary>{config_html(insp.config)}</details>"
             f"<details><summary>IR ({len(insp.ir.splitlines())} lines)</summary>"

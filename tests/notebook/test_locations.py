@@ -30,7 +30,8 @@ def test_ir_timeline_and_occupancy_locations_are_the_editors_lines(ip):
     res = ip.run_cell(CELL, store_history=True)
     assert res.success, res.error_in_exec
     insp = ip.user_ns["located"]
-    name = f"<cell [{count}]>"
+    # a shell that ran other cells as In [count] adds a suffix (<cell [1] #2>): as named
+    name = re.search(rf"<cell \[{count}\](?: #\d+)?>", insp.ir).group()
     want = {_editor_line("nl.ndarray"), _editor_line("affine_range"),
             _editor_line("nl.load(a"), _editor_line("nl.load(b"), _editor_line("nl.store")}
     ir_lines = {int(m) for m in re.findall(re.escape(name) + r":(\d+)", insp.ir)}
@@ -54,7 +55,8 @@ def test_perfetto_locations_are_the_editors_lines(ip, tmp_path):
     ip.user_ns["located"].to_perfetto(str(path))
     locs = {ev["args"].get("loc") for ev in json.loads(path.read_text())["traceEvents"]
             if ev.get("ph") == "X"}
-    assert {f"<cell [{count}]>:{n}" for n in (10, 11, 12)} <= locs
+    name = re.search(rf"<cell \[{count}\](?: #\d+)?>", ip.user_ns["located"].ir).group()
+    assert {f"{name}:{n}" for n in (10, 11, 12)} <= locs
 
 
 def test_a_rerun_with_the_same_count_keeps_each_cells_source():
