@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import linecache
 import traceback
+import warnings
 
 from IPython.core import magic_arguments as MA
 from IPython.core.magic import Magics, cell_magic, magics_class
@@ -138,6 +139,36 @@ def _execution_count(shell, cell: str) -> int:
     return shell.execution_count
 
 
+_SHOWN_ONCE: set = set()
+"""Warnings shown once per process (the target fallback: the Summary repeats it per kernel)."""
+
+
+def _kernel_line(kernel, filename: str) -> int:
+    """The first line of ``kernel`` (its decorator) when it lives in this cell (else 1)."""
+    func = _args.kernel_function(kernel)
+    code = getattr(func, "__code__", None)
+    return code.co_firstlineno if code is not None and code.co_filename == filename else 1
+
+
+def replay_warnings(caught: list, filename: str, lineno: int) -> None:
+    """Show warnings recorded while a cell's kernel ran, attributed to the cell.
+
+    A warning raised from the cell's own lines keeps its line; one raised elsewhere (the
+    workbench, IPython, numpy) is shown at the kernel's ``def`` line. The target-fallback
+    warning is shown once per process (each kernel's Summary says it is on the fallback).
+    """
+    from .._src.encode import FALLBACK_WARNING
+    for w in caught:
+        text = str(w.message)
+        if text == FALLBACK_WARNING:
+            if text in _SHOWN_ONCE:
+                continue
+            _SHOWN_ONCE.add(text)
+        line = w.lineno if w.filename == filename else lineno
+        warnings.warn_explicit(w.message, w.category, filename, line,
+                               module=filename, registry={})
+
+
 def _last_function(code: str) -> str | None:
     names = [n.name for n in ast.parse(code).body
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -250,14 +281,23 @@ class NkiMagics(Magics):
         except _args.ArgError as exc:
             raise UsageError(str(exc)) from None
         simulate = opts.mode != "benchmark"
+        pending: list = []
         try:
-            insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target,
-                           simulate=simulate, progress=SimulationProgress, **kwargs)
-            if opts.check is not None:
-                from .check import run_check
-                run_check(insp, opts.check, {**ns, **self._by_parameter(kernel, args, kwargs)},
-                          opts.atol, opts.rtol, strict=opts.strict)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target,
+                                   simulate=simulate, progress=SimulationProgress, **kwargs)
+                    if opts.check is not None:
+                        from .check import run_check
+                        run_check(insp, opts.check,
+                                  {**ns, **self._by_parameter(kernel, args, kwargs)},
+                                  opts.atol, opts.rtol, strict=opts.strict)
+                finally:
+                    pending = list(caught)
+            replay_warnings(pending, filename, _kernel_line(kernel, filename))
         except Exception as exc:
+            replay_warnings(pending, filename, _kernel_line(kernel, filename))
             raise _cell_error(exc, filename, lines) from exc
         ns[opts.out] = insp
         if opts.quiet:

@@ -69,3 +69,42 @@ def test_a_rerun_with_the_same_count_keeps_each_cells_source():
         assert cell_filename(999, ["b\n"]) == "<cell [999] #2>"
     finally:
         del linecache.cache[first]
+
+
+WARNING_CELL = '''%%nki --args x,y --quiet --out warned
+import warnings
+from neuronxcc import nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def warned_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    warnings.warn("from the kernel body")
+    for i in nl.affine_range(a.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.load(a[i * 128:(i + 1) * 128, :]))
+    return out
+'''
+
+
+def test_warnings_name_the_cell_and_the_fallback_shows_once(ip):
+    import warnings
+
+    from nki_workbench._src.encode import FALLBACK_WARNING
+    from nki_workbench.notebook import magics
+    magics._SHOWN_ONCE.discard(FALLBACK_WARNING)
+    shown = []
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert ip.run_cell(WARNING_CELL, store_history=True).success
+        shown.append([(str(w.message), w.filename, w.lineno) for w in caught])
+    name = re.search(r"<cell \[\d+\](?: #\d+)?>", ip.user_ns["warned"].ir).group()
+    first, second = shown
+    # the fallback: once per process, at the kernel (its @nki.jit line); the kernel's own: its line
+    assert (FALLBACK_WARNING, first[0][1], 6) in first
+    assert ("from the kernel body", first[0][1], 9) in first
+    assert first[0][1].startswith("<cell [")
+    assert [m for m, _, _ in second] == ["from the kernel body"]
+    assert second[0][1] == name
+    summary = "\n".join(ip.user_ns["warned"].summary_lines())
+    assert "target: trn1 is the fallback" in summary
