@@ -127,7 +127,7 @@ def cmd_report(opts) -> int:
         insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target, **kwargs)
         items = [(name, insp)]
         title = f"nki-workbench report: {name}"
-    page = report_html(items, title)
+    page = report_html(items, title, interactive=opts.interactive)
     with open(opts.output, "w", encoding="utf-8") as f:
         f.write(page)
     for label, insp in items:
@@ -286,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "file's SHAPES)")
     rep.add_argument("--random", action="store_true",
                      help="use seeded random data for --shapes and simulate the kernel")
+    rep.add_argument("--interactive", action="store_true",
+                     help="add the interactive (Bokeh) timeline and SBUF map of each kernel")
     rep.add_argument("-o", "--output", default="nki_workbench_report.html",
                      help="output file (default nki_workbench_report.html)")
     rep.set_defaults(run=cmd_report)

@@ -24,11 +24,10 @@ from . import mime, plots
 
 __all__ = ["Inspector", "TimelineView", "TAB_TITLES", "VIEWS", "CHECK_FAILED_TITLE"]
 
-TAB_TITLES = ("Summary", "Config", "IR", "SBUF", "PSUM", "Timeline", "HLO")
+TAB_TITLES = mime.TAB_TITLES
 VIEWS = ("config", "ir", "sbuf", "psum", "timeline", "hlo")
 """Names ``--show`` accepts (the Summary tab is always there)."""
-CHECK_FAILED_TITLE = "Summary \u2717 check failed"
-"""The Summary tab's title when the last ``--check`` failed."""
+CHECK_FAILED_TITLE = mime.CHECK_FAILED_TITLE
 
 # engine filter label -> predicate on a timeline row name (DMA queues are q0..q15)
 _ROW_GROUPS = {"Tensor": "Tensor", "Vector": "Vector", "Scalar": "Scalar", "GpSimd": "GpSimd",
@@ -234,9 +233,9 @@ class Inspector(W.Tab):
                 self.views[t] = _unavailable(t, f"{type(exc).__name__}: {exc}")
         super().__init__(children=list(self.views.values()))
         self.check_failed = mime.check_failed(inspection)
+        self._names = names
         # why: a failed check marks its tab, so it is seen with another tab open
-        self.titles = tuple(CHECK_FAILED_TITLE if t == "Summary" and self.check_failed else t
-                            for t in titles)
+        self.titles = mime.tab_titles(inspection, names)
         if selected is not None:
             if selected not in titles:
                 raise ValueError(f"no tab {selected!r}; tabs: {', '.join(titles)}")
@@ -253,4 +252,6 @@ class Inspector(W.Tab):
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs)
         data["text/plain"] = self.summary()
+        # why: a saved notebook without widget state (GitHub, nbviewer) shows the same tabs
+        data["text/html"] = mime.inspector_html(self.inspection, self._names)
         return data

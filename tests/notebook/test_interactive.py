@@ -94,3 +94,32 @@ def test_compare_draws_both_timelines_on_one_axis(insp):
         f"{n} (add_exp): {insp.latency_us:.3f} us (estimate)" for n in "AB"]
     page = cmp.timelines_html()
     assert "A (add_exp) and B (add_exp) take the same time" in page
+
+
+def _summaries(page: str) -> list:
+    return re.findall(r"<summary[^>]*><b>([^<]+)</b></summary>", page)
+
+
+def test_one_inspector_widget_static_view_and_report_share_tabs_and_order(ip, insp):
+    from nki_workbench.notebook import mime
+    from nki_workbench.notebook.report import report_html
+    w = insp.widget()
+    static = mime.mimebundle(insp)["text/html"]
+    assert tuple(_summaries(static)) == w.titles == mime.TAB_TITLES
+    fallback = w._repr_mimebundle_()["text/html"]  # a notebook saved without widget state
+    assert tuple(_summaries(fallback)) == w.titles
+    page = report_html([insp])
+    assert tuple(_summaries(page)) == w.titles
+    # the same timeline picture everywhere: one colour per opcode
+    png = plots.png_data_uri(plots.gantt_png(insp.timeline))
+    assert png in static and png in page
+    shown = ip.run_cell_magic("nki", "--args x,y --check 'np.exp(a)'", ADD_CELL)
+    failed = shown._repr_mimebundle_()["text/html"]
+    assert _summaries(failed)[0] == mime.CHECK_FAILED_TITLE == shown.titles[0]
+
+
+def test_interactive_report(insp):
+    from nki_workbench.notebook.report import report_html
+    page = report_html([insp], interactive=True)
+    assert "Bokeh" in page and "nkiw-timeline" in page and "nkiw-sbuf-map" in page
+    assert "cdn.bokeh.org" not in page
