@@ -135,7 +135,7 @@ div.text = out + '</pre>';
 
 def _source_div(width: int):
     from bokeh.models import Div
-    return Div(text="<i>click a bar to see its source line</i>", width=width,
+    return Div(text="<i>click a bar or tile to see its source line</i>", width=width,
                css_classes=["nkiw-source"])
 
 

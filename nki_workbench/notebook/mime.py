@@ -204,9 +204,13 @@ def ir_html(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------- HTML
-def inspection_html(insp) -> str:
-    """The escaped HTML view: the Inspector's tabs (:func:`inspector_html`), banner first."""
-    return f"<div class='nkiw-inspection'>{inspector_html(insp)}</div>"
+def inspection_html(insp, images: bool = False) -> str:
+    """The escaped HTML view: the Inspector's tabs (:func:`inspector_html`), banner first.
+
+    Images are left out by default: the bundle's JSON carries them (the JupyterLab renderer
+    shows them), so a stored notebook holds each picture once.
+    """
+    return f"<div class='nkiw-inspection'>{inspector_html(insp, images=images)}</div>"
 
 
 # ------------------------------------------------------------------- the one Inspector

@@ -126,3 +126,16 @@ def test_examples_match_numpy():
         ins = mod.inputs(rng)
         out = nw.inspect(getattr(mod, mod.KERNEL), *ins).outputs
         np.testing.assert_allclose(out, mod.reference(*ins), rtol=1e-3, atol=1e-3)
+
+
+def test_explorer_fixed_scale_draws_every_setting_on_the_capacity_axis():
+    ex = nw.explore(MM.matmul_tiled, SPECS, {"TILE_N": [128, 512]})
+    w = ex.widget()
+    free = bytes(w.sbuf.value)
+    w.fixed_scale.value = True
+    fixed = bytes(w.sbuf.value)
+    trial = ex.evaluate(TILE_N=128)
+    buf = trial.inspection.memory.sbuf
+    from nki_workbench.notebook import plots
+    assert fixed == plots.occupancy_png(buf, full_scale=True) != free
+    assert ex.images(trial, fixed_scale=True)[0] == fixed
