@@ -68,6 +68,9 @@ def _full_path(short: str) -> str:
     """The linecache key of a location's file (IR locations keep the last two path parts)."""
     if short in linecache.cache:
         return short
+    from .magics import CELL_FILES
+    if short in CELL_FILES:
+        return CELL_FILES[short]
     for key in list(linecache.cache):
         if key.replace("\\", "/").endswith("/" + short):
             return key

@@ -345,11 +345,39 @@ class NkiMagics(Magics):
         return tab
 
 
+CELL_FILES: dict = {}
+"""``{"<cell [N]>": file}``: the file IPython compiled cell ``In [N]`` under (plain cells)."""
+
+
+class _CellNamer:
+    """Names the file of an ordinary notebook cell ``<cell [N]>`` in IR locations."""
+
+    def __init__(self, shell):
+        self.shell = shell
+
+    def __call__(self, fname: str) -> str | None:
+        # why: IPython maps each cell's file (ipykernel_PID/HASH.py) to its execution count
+        number = getattr(getattr(self.shell, "compile", None), "_filename_map", {}).get(fname)
+        if number is None:
+            return None
+        name = f"<cell [{number}]>"
+        CELL_FILES[name] = fname
+        return name
+
+
 def load(ipython) -> None:
-    """Register the magics (``%load_ext nki_workbench`` also installs the alias, above this)."""
+    """Register the magics (``%load_ext nki_workbench`` also installs the alias, above this).
+
+    Kernels defined in ordinary cells get ``<cell [N]>`` locations too.
+    """
+    from .._src.errors import SOURCE_NAMERS
     ipython.register_magics(NkiMagics)
+    if not any(isinstance(n, _CellNamer) for n in SOURCE_NAMERS):
+        SOURCE_NAMERS.append(_CellNamer(ipython))
 
 
 def unload(ipython) -> None:
     """Remove the ``%%nki`` magic (``%unload_ext nki_workbench``)."""
+    from .._src.errors import SOURCE_NAMERS
     ipython.magics_manager.magics["cell"].pop("nki", None)
+    SOURCE_NAMERS[:] = [n for n in SOURCE_NAMERS if not isinstance(n, _CellNamer)]

@@ -108,3 +108,30 @@ def test_warnings_name_the_cell_and_the_fallback_shows_once(ip):
     assert second[0][1] == name
     summary = "\n".join(ip.user_ns["warned"].summary_lines())
     assert "target: trn1 is the fallback" in summary
+
+
+PLAIN_CELL = '''from neuronxcc import nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def plain_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :]) + nl.load(b[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], t)
+    return out
+'''
+
+
+def test_a_kernel_in_an_ordinary_cell_is_named_by_its_count(ip):
+    from nki_workbench import inspect
+    from nki_workbench.notebook import interactive
+    count = ip.execution_count
+    assert ip.run_cell(PLAIN_CELL, store_history=True).success
+    insp = inspect(ip.user_ns["plain_add"], ip.user_ns["x"], ip.user_ns["y"])
+    assert f"<cell [{count}]>:8" in insp.ir and f"<cell [{count}]>:9" in insp.ir
+    assert "ipykernel" not in insp.ir and "ipython-input" not in insp.ir
+    cols = interactive.event_rows(insp.timeline)
+    store = cols["op"].index("store")
+    assert cols["loc"][store] == f"<cell [{count}]>:9"
+    assert cols["src"][store] == "nl.store(out[i * 128:(i + 1) * 128, :], t)"
