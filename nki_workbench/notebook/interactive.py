@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import ast
 import html
-import linecache
 
 from .._src.sim.palette import opcode_colour
+from .sources import source_line as _source_line
+from .sources import source_listing
 
 __all__ = ["timeline_figure", "memory_figure", "standalone_html", "compare_html",
            "timeline_page", "memory_page", "compare_layout",
@@ -52,45 +53,6 @@ def dma_note(tl) -> str:
 def _group(row: str) -> str:
     name = row.split("/")[-1]
     return "DMA" if name.startswith("q") else name
-
-
-def _source_line(loc: str | None) -> str:
-    if not loc or ":" not in loc:
-        return ""
-    fname, _, line = loc.rpartition(":")
-    try:
-        return linecache.getline(_full_path(fname), int(line)).strip()
-    except ValueError:
-        return ""
-
-
-def _full_path(short: str) -> str:
-    """The linecache key of a location's file (IR locations keep the last two path parts)."""
-    if short in linecache.cache:
-        return short
-    from .magics import CELL_FILES
-    if short in CELL_FILES:
-        return CELL_FILES[short]
-    for key in list(linecache.cache):
-        if key.replace("\\", "/").endswith("/" + short):
-            return key
-    return short
-
-
-def source_listing(locs) -> dict:
-    """``{file: [lines]}`` of the files the locations name (for click-to-source)."""
-    out = {}
-    for loc in locs:
-        if not loc or ":" not in loc:
-            continue
-        fname = loc.rpartition(":")[0]
-        if fname in out:
-            continue
-        full = _full_path(fname)
-        lines = linecache.getlines(full)
-        if lines:
-            out[fname] = [ln.rstrip("\n") for ln in lines]
-    return out
 
 
 def event_rows(tl) -> dict:

@@ -345,10 +345,6 @@ class NkiMagics(Magics):
         return tab
 
 
-CELL_FILES: dict = {}
-"""``{"<cell [N]>": file}``: the file IPython compiled cell ``In [N]`` under (plain cells)."""
-
-
 class _CellNamer:
     """Names the file of an ordinary notebook cell ``<cell [N]>`` in IR locations."""
 
@@ -360,6 +356,7 @@ class _CellNamer:
         number = getattr(getattr(self.shell, "compile", None), "_filename_map", {}).get(fname)
         if number is None:
             return None
+        from .sources import CELL_FILES
         name = f"<cell [{number}]>"
         CELL_FILES[name] = fname
         return name
