@@ -65,7 +65,8 @@ demo: install
 # Tutorials under nbval: 01 strict (every output compared, after the sanitizers), the others lax
 # (only cells marked `# NBVAL_CHECK_OUTPUT` are compared; every cell must still run).
 NBVAL    := OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -p no:cacheprovider -q \
-	--nbval-current-env --nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg
+	-p tests.notebooks.nbval_history --nbval-current-env \
+	--nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg
 NB_STRICT := notebooks/01_quickstart.ipynb
 nbval: install
 	$(NBVAL) --nbval $(NB_STRICT)
@@ -80,8 +81,12 @@ notebooks: install
 		--execute --inplace --ExecutePreprocessor.timeout=120 \
 		--ExecutePreprocessor.store_widget_state=False "$$nb"; done
 
+# JupyterLab refuses to start as root without --allow-root (containers, CI, binder-like images
+# run as root); LAB_ARGS passes more options, e.g. LAB_ARGS="--no-browser --port 8899".
+LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_ROOT) $(LAB_ARGS) notebooks/
 
 bench: install
 	@set -e; for f in bench/*.py; do \

@@ -66,7 +66,8 @@ def _inspection_widget(self, **kwargs):
 Inspection._repr_mimebundle_ = _inspection_mimebundle
 Inspection.widget = _inspection_widget
 
-__all__ += ["load_ipython_extension", "unload_ipython_extension", "compare", "explore"]
+__all__ += ["load_ipython_extension", "unload_ipython_extension", "compare", "explore",
+            "sweep"]
 
 
 def load_ipython_extension(ipython):
@@ -87,7 +88,7 @@ def unload_ipython_extension(ipython):
 
 def __getattr__(name):
     # why: compare/explore pull in matplotlib and ipywidgets; import them on first use
-    if name in ("compare", "explore"):
+    if name in ("compare", "explore", "sweep"):
         from . import notebook
         return getattr(notebook, name)
     raise AttributeError(f"module 'nki_workbench' has no attribute '{name}'")

@@ -11,6 +11,10 @@ Commands:
 * ``decode BACKEND_CONFIG_OR_FILE``: the decoded backend_config and its IR (a file may hold the
   base64 string or HLO text with ``backend_config="..."`` attributes).
 
+``nki-workbench --list-examples`` names the bundled examples. Kernel files written for
+``neuronxcc`` (``from neuronxcc import nki``) run as they are: the compat alias is installed
+before a file is imported, as ``%load_ext nki_workbench`` does in a notebook.
+
 A kernel file may define ``SHAPES`` (default ``--shapes``), ``PARAMS`` (default explorer sweep)
 and ``KERNEL`` (default kernel name), as the bundled examples do.
 """
@@ -24,7 +28,8 @@ import os
 import re
 import sys
 
-__all__ = ["main", "build_parser", "load_kernel_file", "extract_backend_configs"]
+__all__ = ["main", "build_parser", "load_kernel_file", "extract_backend_configs",
+           "list_examples"]
 
 
 class CliError(Exception):
@@ -40,6 +45,11 @@ def load_kernel_file(path: str):
     if not os.path.isfile(path):
         raise CliError(f"no such kernel file: {path} (bundled examples: "
                        f"{', '.join(examples.EXAMPLES)})")
+    from . import compat
+    try:
+        compat.install()  # why: files written for neuronxcc import it; the alias serves them
+    except RuntimeError:  # a real neuronxcc is installed: the file gets that one
+        pass
     name = "nkiw_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
     module = importlib.util.module_from_spec(spec)
@@ -117,7 +127,7 @@ def cmd_report(opts) -> int:
         insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target, **kwargs)
         items = [(name, insp)]
         title = f"nki-workbench report: {name}"
-    page = report_html(items, title)
+    page = report_html(items, title, interactive=opts.interactive)
     with open(opts.output, "w", encoding="utf-8") as f:
         f.write(page)
     for label, insp in items:
@@ -224,6 +234,26 @@ def cmd_decode(opts) -> int:
     return 0
 
 
+def list_examples() -> str:
+    """One line per bundled example: name, kernel, shapes and the constants it sweeps."""
+    from . import examples
+    rows = []
+    for name in examples.EXAMPLES:
+        mod = examples.load(name)
+        doc = (mod.__doc__ or "").strip().splitlines()
+        params = getattr(mod, "PARAMS", None)
+        rows.append(f"{name:<11} kernel {mod.KERNEL}, shapes {mod.SHAPES}"
+                    + (f", sweeps {', '.join(params)}" if params else "")
+                    + (f"\n{'':<11} {doc[0]}" if doc else ""))
+    return "\n".join(rows)
+
+
+class _ListExamples(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(list_examples())
+        parser.exit(0)
+
+
 # -------------------------------------------------------------------------------- parser
 def _kernel_options(p, shapes_help: str) -> None:
     p.add_argument("--kernel", "-k", help="kernel name (default: the file's KERNEL, or its only "
@@ -241,6 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Trace, inspect and simulate NKI kernels without Trainium hardware.")
     from . import __version__
     parser.add_argument("--version", action="version", version=f"nki-workbench {__version__}")
+    parser.add_argument("--list-examples", action=_ListExamples, nargs=0,
+                        help="list the bundled example kernels (FILE may name one) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -250,9 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("file", nargs="?", metavar="FILE.py",
                      help="kernel file, or a bundled example name (default: all examples)")
     _kernel_options(rep, 'tensor arguments as placeholders, e.g. "a=128x512:bf16,b=512" '
-                         "(default: the file's SHAPES)")
+                         "(dtypes: NKI names or f32, f16, bf16, fp8e4m3, i32...; default: the "
+                         "file's SHAPES)")
     rep.add_argument("--random", action="store_true",
                      help="use seeded random data for --shapes and simulate the kernel")
+    rep.add_argument("--interactive", action="store_true",
+                     help="add the interactive (Bokeh) timeline and SBUF map of each kernel")
     rep.add_argument("-o", "--output", default="nki_workbench_report.html",
                      help="output file (default nki_workbench_report.html)")
     rep.set_defaults(run=cmd_report)

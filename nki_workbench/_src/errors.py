@@ -139,8 +139,17 @@ def user_frame():
     return frame
 
 
+SOURCE_NAMERS: list = []
+"""Callables ``fname -> display name or None`` consulted first by :func:`short_path` (the
+notebook layer adds one that names a Jupyter cell's file ``<cell [N]>``)."""
+
+
 def short_path(fname: str) -> str:
     """A source path as IR locations show it: the file and its parent directory."""
+    for namer in SOURCE_NAMERS:
+        name = namer(fname)
+        if name:
+            return name
     # why: absolute temp paths make IR text machine-specific; keep the base name and parent.
     parts = fname.replace("\\", "/").split("/")
     return "/".join(parts[-2:]) if len(parts) > 1 else fname

@@ -23,7 +23,13 @@ import numpy as np
 
 from .alloc import occupancy
 from .dispatch import bridge_module, kernel_parts
-from .encode import DumpedConfig, UnifiedKernel, decode_backend_config, matmul_mac_count
+from .encode import (
+    PLATFORM_ENV,
+    DumpedConfig,
+    UnifiedKernel,
+    decode_backend_config,
+    matmul_mac_count,
+)
 from .errors import NkiError
 from .execution import run
 from .ir import walk_insts
@@ -209,6 +215,9 @@ class Inspection:
                  f"  IR: {n_inst} instructions ("
                  + ", ".join(f"{e} {c}" for e, c in sorted(engines.items())) + ")",
                  f"  matmul MACs: {matmul_mac_count(k)}"]
+        if self.platform_target_is_fallback:
+            lines.append(f"  target: {self.platform_target} is the fallback (no platform_target "
+                         f"option, {PLATFORM_ENV} or detected instance); set one to choose")
         if self.aliases:
             lines.append("  aliases (operand -> output): " + ", ".join(
                 f"{i} -> {j}" for i, j in sorted(self.aliases.items())))

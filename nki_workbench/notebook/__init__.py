@@ -6,6 +6,8 @@ Public face (each name is imported on first use, so ``import nki_workbench`` sta
   peak SBUF/PSUM, timelines on a shared time axis)
 * ``explore(kernel, args, params={...})`` → :class:`Explorer` (sliders over compile-time
   constants; ``.panel()`` is the same explorer as a panel app)
+* ``sweep(kernel, args, params={...}, client=None)`` → :class:`SweepResult` (every setting,
+  in local worker processes or on a ``dask.distributed`` cluster; sortable table)
 * ``Inspector`` — the ipywidgets ``Tab`` behind ``Inspection.widget()``
 * ``MIME_TYPE`` / ``mimebundle`` — the static views (``docs/mime.md``)
 * ``report_html(inspections)`` — one self-contained HTML page (the CLI's ``report``)
@@ -14,7 +16,8 @@ Public face (each name is imported on first use, so ``import nki_workbench`` sta
 _LAZY = {"compare": "comparison", "Comparison": "comparison", "explore": "explorer",
          "Explorer": "explorer", "Trial": "explorer", "Inspector": "inspector",
          "MIME_TYPE": "mime", "mimebundle": "mime", "report_html": "report",
-         "SimulationProgress": "progress", "CheckResult": "check"}
+         "SimulationProgress": "progress", "CheckResult": "check", "sweep": "sweeps",
+         "SweepResult": "sweeps", "SweepRow": "sweeps"}
 
 __all__ = sorted(_LAZY)
 

@@ -20,7 +20,16 @@ from .._src import dtypes as D
 from .._src.trace.kernel import TensorSpec
 
 __all__ = ["ArgError", "parse_shapes", "parse_grid", "parse_params", "random_inputs",
-           "bind_arguments", "kernel_function"]
+           "bind_arguments", "kernel_function", "DTYPE_SHORTHANDS", "parse_dtype"]
+
+DTYPE_SHORTHANDS = {
+    "f32": "float32", "fp32": "float32", "f16": "float16", "fp16": "float16",
+    "bf16": "bfloat16", "tf32": "tfloat32", "f8e4m3": "float8_e4m3", "fp8e4m3": "float8_e4m3",
+    "fp8_e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2", "fp8e5m2": "float8_e5m2",
+    "fp8_e5m2": "float8_e5m2", "i8": "int8", "i16": "int16", "i32": "int32", "u8": "uint8",
+    "u16": "uint16", "u32": "uint32",
+}
+"""Short dtype spellings ``--shapes`` accepts (``a=128x512:f32``), besides the NKI names."""
 
 _SHAPE_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*([0-9]+(?:\s*[x×]\s*[0-9]+)*)"
                        r"\s*(?::\s*(\w+))?\s*$")
@@ -51,15 +60,29 @@ def parse_shapes(text: str) -> dict:
         if any(d <= 0 for d in shape):
             raise ArgError(f"bad shape {item.strip()!r}: dimensions must be positive")
         try:
-            dt = D.canonical(dtype)
-        except (TypeError, ValueError, KeyError) as exc:
-            raise ArgError(f"bad dtype {dtype!r} for '{name}': {exc}") from None
+            dt = parse_dtype(dtype)
+        except ArgError as exc:
+            raise ArgError(f"bad shape {item.strip()!r}: {exc}") from None
         if name in out:
             raise ArgError(f"'{name}' is given twice in the shapes")
         out[name] = TensorSpec(shape, dt)
     if not out:
         raise ArgError("no shapes given: expected NAME=D0xD1[:DTYPE], ...")
     return out
+
+
+def parse_dtype(text: str):
+    """An NKI dtype from its name or a shorthand (``f32``, ``bf16``, ``fp8e4m3``, ``i32``...).
+
+    Raises:
+        ArgError: naming the dtype names and shorthands accepted.
+    """
+    key = text.strip().lower()
+    try:
+        return D.canonical(DTYPE_SHORTHANDS.get(key, key))
+    except (TypeError, ValueError, KeyError):
+        raise ArgError(f"unknown dtype {text!r}; NKI dtypes: {', '.join(D.DTYPE_NAMES)}; "
+                       f"shorthands: {', '.join(DTYPE_SHORTHANDS)}") from None
 
 
 def parse_grid(text: str) -> tuple:

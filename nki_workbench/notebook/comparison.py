@@ -64,16 +64,32 @@ class Comparison:
         ta, tb = self.timelines()
         return ta.total_ns / tb.total_ns if tb.total_ns else float("inf")
 
+    def names(self) -> tuple:
+        """``("A (kernel)", "B (kernel)")``: each label with its kernel's name."""
+        return tuple(f"{lab} ({x.kernel_name})"
+                     for lab, x in zip(self.labels, (self.a, self.b), strict=True))
+
+    def verdict(self) -> str:
+        """``"B (k) is 1.385× faster than A (k)"`` (estimated latencies), or equal."""
+        ta, tb = self.timelines()
+        na, nb = self.names()
+        if ta.total_ns == tb.total_ns:
+            return f"{na} and {nb} take the same time ({ta.latency_us:.3f} us, estimate)"
+        fast, slow, tf, ts = ((na, nb, ta, tb) if ta.total_ns < tb.total_ns
+                              else (nb, na, tb, ta))
+        ratio = ts.total_ns / tf.total_ns if tf.total_ns else float("inf")
+        return (f"{fast} is {ratio:.3f}\u00d7 faster than {slow} ({tf.latency_us:.3f} vs "
+                f"{ts.latency_us:.3f} us, estimate)")
+
     def text(self) -> str:
         """The metrics table, the speedup and the IR diff size."""
-        rows = [("metric", *self.labels), *self.metrics()]
+        rows = [("metric", *self.names()), *self.metrics()]
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         lines = [f"{r[0]:<{w0}}  {r[1]:>{w1}}  {r[2]}" for r in rows]
         diff = self.ir_diff
         changed = sum(1 for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---"))
-        lines.append(f"speedup {self.labels[0]}/{self.labels[1]}: {self.speedup:.3f}x; IR diff: "
-                     f"{changed} changed lines")
+        lines.append(f"{self.verdict()}; IR diff: {changed} changed lines")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -82,6 +98,11 @@ class Comparison:
     def timelines_png(self) -> bytes:
         """Both Gantt charts on one shared time axis (PNG)."""
         return plots.timelines_png(self.timelines(), self.labels)
+
+    def timelines_html(self) -> str:
+        """Both timelines, interactive (Bokeh: hover, zoom, one shared time axis)."""
+        from . import interactive
+        return interactive.compare_html(self)
 
     def diff_html(self) -> str:
         """The IR diff, coloured (escaped)."""
@@ -96,17 +117,17 @@ class Comparison:
 
     def table_html(self) -> str:
         """The metrics as an HTML table (escaped)."""
-        head = "".join(f"<th>{mime.esc(x)}</th>" for x in ("metric", *self.labels))
+        head = "".join(f"<th>{mime.esc(x)}</th>" for x in ("metric", *self.names()))
         body = "".join("<tr>" + "".join(f"<td>{mime.esc(x)}</td>" for x in r) + "</tr>"
                        for r in self.metrics())
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     def html(self) -> str:
-        """Table, speedup and IR diff (no images: those are in ``image/png``)."""
-        return (f"<div class='nkiw-compare'>{self.table_html()}"
-                f"<p>speedup {mime.esc(self.labels[0])}/{mime.esc(self.labels[1])}: "
-                f"{self.speedup:.3f}x</p><details><summary>IR diff</summary>"
-                f"{self.diff_html()}</details></div>")
+        """Verdict, table, both timelines on one time axis (PNG) and the IR diff."""
+        return (f"<div class='nkiw-compare'><p><b>{mime.esc(self.verdict())}</b></p>"
+                f"{self.table_html()}<img alt='timelines' style='max-width:100%' "
+                f"src='{plots.png_data_uri(self.timelines_png())}'>"
+                f"<details><summary>IR diff</summary>{self.diff_html()}</details></div>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/plain": self.text(), "text/html": self.html(),
@@ -115,7 +136,7 @@ class Comparison:
     def widget(self):
         """Side-by-side view: metrics table, shared-axis timelines, IR diff (ipywidgets)."""
         import ipywidgets as W
-        return W.VBox([W.HTML(self.table_html()),
+        return W.VBox([W.HTML(f"<p><b>{mime.esc(self.verdict())}</b></p>{self.table_html()}"),
                        W.Image(format="png", value=self.timelines_png()),
                        W.HTML(f"<details open><summary>IR diff</summary>{self.diff_html()}"
                               "</details>")])

@@ -206,14 +206,20 @@ class Explorer:
         colour = OK_COLOUR if trial.feasible else BAD_COLOUR
         return f"<div style='color:{colour};font-weight:bold'>{mime.esc(trial.status())}</div>"
 
-    def images(self, trial: Trial) -> tuple:
-        """``(sbuf_png, timeline_png)`` of a trial (a red message when infeasible)."""
+    def images(self, trial: Trial, fixed_scale: bool = False) -> tuple:
+        """``(sbuf_png, timeline_png)`` of a trial (a red message when infeasible).
+
+        Args:
+            trial: the evaluated setting.
+            fixed_scale: draw the SBUF map up to the SBUF capacity, the same axis for every
+                setting (a setting using twice the bytes looks twice as tall).
+        """
         if not trial.feasible:
             msg = plots.message_png(f"infeasible: {trial.reason}", height=1.6,
                                     color=BAD_COLOUR)
             return msg, msg
         insp = trial.inspection
-        return (plots.occupancy_png(mime.memory_of(insp).sbuf),
+        return (plots.occupancy_png(mime.memory_of(insp).sbuf, full_scale=fixed_scale),
                 plots.gantt_png(mime.timeline_of(insp)))
 
     def widget(self):
@@ -235,6 +241,7 @@ class Explorer:
         start = self.default()
         sliders = {k: pn.widgets.DiscreteSlider(label=k, options=v, value=start[k])
                    for k, v in self.params.items()}
+        fixed = pn.widgets.Checkbox(name="fixed scale (SBUF capacity)", value=False)
         status = pn.pane.HTML("", sizing_mode="stretch_width")
         sbuf = pn.pane.PNG(None, sizing_mode="scale_width", max_width=900)
         timeline = pn.pane.PNG(None, sizing_mode="scale_width", max_width=1100)
@@ -242,16 +249,16 @@ class Explorer:
 
         def update(*_):
             trial = self.evaluate(**{k: s.value for k, s in sliders.items()})
-            images, rows = self.images(trial), self.table_html()
+            images, rows = self.images(trial, fixed.value), self.table_html()
             with pn.io.hold():  # why: the browser gets status, images and table together
                 status.object = self.status_html(trial)
                 sbuf.object, timeline.object = images
                 table.object = rows
-        for s in sliders.values():
+        for s in (*sliders.values(), fixed):
             s.param.watch(update, "value")
         update()
         return pn.Column(pn.pane.Markdown(f"## Tile-allocation explorer: `{self.name}`"),
-                         pn.Row(*sliders.values()), status,
+                         pn.Row(*sliders.values(), fixed), status,
                          pn.Tabs(("SBUF", sbuf), ("Timeline", timeline)),
                          pn.pane.Markdown("### Settings tried"), table,
                          sizing_mode="stretch_width")
@@ -263,6 +270,7 @@ class ExplorerWidget:
     Attributes:
         explorer: the Explorer.
         sliders: ``{name: SelectionSlider}``.
+        fixed_scale: ``Checkbox``: the SBUF map on the capacity axis for every setting.
         status: ``HTML`` with the latency or the reason (red).
         sbuf: ``Image`` of the SBUF occupancy map.
         timeline: ``Image`` of the timeline.
@@ -277,15 +285,17 @@ class ExplorerWidget:
         self.sliders = {k: W.SelectionSlider(options=v, value=start[k], description=k,
                                              continuous_update=False)
                         for k, v in explorer.params.items()}
+        self.fixed_scale = W.Checkbox(value=False, description="fixed scale (SBUF capacity)",
+                                      indent=False)
         self.status = W.HTML()
         self.sbuf = W.Image(format="png")
         self.timeline = W.Image(format="png")
         self.table = W.HTML()
         tabs = W.Tab(children=[self.sbuf, self.timeline])
         tabs.titles = ("SBUF", "Timeline")
-        self.box = W.VBox([W.HBox(list(self.sliders.values())), self.status, tabs,
+        self.box = W.VBox([W.HBox([*self.sliders.values(), self.fixed_scale]), self.status, tabs,
                            W.HTML("<b>Settings tried</b>"), self.table])
-        for s in self.sliders.values():
+        for s in (*self.sliders.values(), self.fixed_scale):
             s.observe(self.update, "value")
         self.update()
 
@@ -293,7 +303,8 @@ class ExplorerWidget:
         """Evaluate the sliders' setting and refresh every view."""
         trial = self.explorer.evaluate(**{k: s.value for k, s in self.sliders.items()})
         self.status.value = self.explorer.status_html(trial)
-        self.sbuf.value, self.timeline.value = self.explorer.images(trial)
+        self.sbuf.value, self.timeline.value = self.explorer.images(trial,
+                                                                    self.fixed_scale.value)
         self.table.value = self.explorer.table_html()
         return trial
 

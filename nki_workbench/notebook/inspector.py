@@ -22,11 +22,12 @@ import ipywidgets as W
 from .._src.inspection import FRAMEWORKS
 from . import mime, plots
 
-__all__ = ["Inspector", "TimelineView", "TAB_TITLES", "VIEWS"]
+__all__ = ["Inspector", "TimelineView", "TAB_TITLES", "VIEWS", "CHECK_FAILED_TITLE"]
 
-TAB_TITLES = ("Summary", "Config", "IR", "SBUF", "PSUM", "Timeline", "HLO")
+TAB_TITLES = mime.TAB_TITLES
 VIEWS = ("config", "ir", "sbuf", "psum", "timeline", "hlo")
 """Names ``--show`` accepts (the Summary tab is always there)."""
+CHECK_FAILED_TITLE = mime.CHECK_FAILED_TITLE
 
 # engine filter label -> predicate on a timeline row name (DMA queues are q0..q15)
 _ROW_GROUPS = {"Tensor": "Tensor", "Vector": "Vector", "Scalar": "Scalar", "GpSimd": "GpSimd",
@@ -47,17 +48,45 @@ def _group_of(row: str) -> str:
     return "DMA" if name.startswith("q") else name
 
 
-class TimelineView(W.VBox):
-    """Gantt chart with a zoom window and engine filters.
+def _interactive(page_and_height) -> W.HTML:
+    from . import interactive
+    page, height = page_and_height
+    return W.HTML(interactive.iframe_html(page, height), layout=W.Layout(width="100%"))
+
+
+class _ModeSwitch:
+    """``interactive`` (Bokeh, client-side) or ``static`` (PNG) view of one tab."""
+
+    def _mode_widgets(self, interactive_box, static_box):
+        self.interactive = interactive_box
+        self.static = static_box
+        self.mode = W.ToggleButtons(options=["interactive", "static"], value="interactive",
+                                    description="view", style={"button_width": "90px"})
+        self.mode.observe(self._show_mode, "value")
+        self._show_mode()
+        return self.mode
+
+    def _show_mode(self, _change=None) -> None:
+        on = self.mode.value == "interactive"
+        self.interactive.layout.display = None if on else "none"
+        self.static.layout.display = "none" if on else None
+
+
+class TimelineView(W.VBox, _ModeSwitch):
+    """The timeline: interactive (Bokeh: hover, zoom, filters, click-to-source) or a PNG.
 
     Attributes:
         timeline: the :class:`~nki_workbench._src.sim.timing.Timeline` shown.
-        window: ``FloatRangeSlider`` of the shown time range, in µs.
+        mode: ``ToggleButtons``: ``interactive`` (default) or ``static``.
+        interactive: the ``HTML`` widget holding the Bokeh page (drawn in the browser: zoom
+            and pan need no kernel round trip).
+        window: ``FloatRangeSlider`` of the static view's time range, in µs.
         filters: ``{group: Checkbox}`` per engine present (``DMA`` = all queues).
         image: the ``Image`` widget with the current PNG.
     """
 
     def __init__(self, tl):
+        from . import interactive
         self.timeline = tl
         total_us = max(tl.total_ns / 1000.0, 1e-3)
         self.window = W.FloatRangeSlider(
@@ -76,8 +105,10 @@ class TimelineView(W.VBox):
         for cb in self.filters.values():
             cb.observe(self._update, "value")
         report = _pre(tl.report())
-        super().__init__([self.window, W.HBox(list(self.filters.values())), self.image,
-                          report])
+        static = W.VBox([self.window, W.HBox(list(self.filters.values())), self.image,
+                         W.HTML(f"<small>{mime.esc(interactive.dma_note(tl))}</small>")])
+        mode = self._mode_widgets(_interactive(interactive.timeline_page(tl)), static)
+        super().__init__([mode, self.interactive, static, report])
 
     def rows(self) -> list:
         """Timeline rows whose engine filter is on."""
@@ -92,21 +123,30 @@ class TimelineView(W.VBox):
         self.image.value = self._render()
 
 
-class _OccupancyView(W.VBox):
-    """Occupancy map and allocation table of one buffer (SBUF with a full-scale toggle)."""
+class _OccupancyView(W.VBox, _ModeSwitch):
+    """Occupancy map (interactive or PNG) and allocation table of one buffer.
+
+    SBUF has a full-scale toggle (the y axis up to the capacity).
+    """
 
     def __init__(self, buf):
+        from . import interactive
         self.buffer = buf
         self.image = W.Image(format="png", value=plots.occupancy_png(buf))
-        children = [self.image, _pre(buf.text())]
+        mode = self._mode_widgets(_interactive(interactive.memory_page(buf)),
+                                  W.VBox([self.image]))
+        children = [mode, self.interactive, self.static, _pre(buf.text())]
         if buf.buffer == "sbuf":
             self.full_scale = W.Checkbox(value=False, description="full scale", indent=False)
             self.full_scale.observe(self._update, "value")
-            children.insert(0, self.full_scale)
+            children.insert(1, self.full_scale)
         super().__init__(children)
 
     def _update(self, change) -> None:
+        from . import interactive
         self.image.value = plots.occupancy_png(self.buffer, full_scale=change["new"])
+        self.interactive.value = _interactive(
+            interactive.memory_page(self.buffer, full_scale=change["new"])).value
 
 
 class _HloView(W.VBox):
@@ -130,7 +170,8 @@ class _HloView(W.VBox):
 
 
 def _summary_tab(insp, _):
-    return W.HTML(f"<pre style='margin:0'>{mime.esc(mime.summary_text(insp))}</pre>")
+    return W.HTML(f"{mime.check_banner_html(insp)}"
+                  f"<pre style='margin:0'>{mime.esc(mime.summary_text(insp))}</pre>")
 
 
 def _config_tab(insp, _):
@@ -191,7 +232,10 @@ class Inspector(W.Tab):
             except Exception as exc:  # noqa: BLE001 - a failing view says why in its tab
                 self.views[t] = _unavailable(t, f"{type(exc).__name__}: {exc}")
         super().__init__(children=list(self.views.values()))
-        self.titles = tuple(titles)
+        self.check_failed = mime.check_failed(inspection)
+        self._names = names
+        # why: a failed check marks its tab, so it is seen with another tab open
+        self.titles = mime.tab_titles(inspection, names)
         if selected is not None:
             if selected not in titles:
                 raise ValueError(f"no tab {selected!r}; tabs: {', '.join(titles)}")
@@ -208,4 +252,6 @@ class Inspector(W.Tab):
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs)
         data["text/plain"] = self.summary()
+        # why: a saved notebook without widget state (GitHub, nbviewer) shows the same tabs
+        data["text/html"] = mime.inspector_html(self.inspection, self._names)
         return data

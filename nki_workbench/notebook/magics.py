@@ -19,9 +19,9 @@ code, the message, the cell line and a hint — not as a long internal traceback
 from __future__ import annotations
 
 import ast
-import hashlib
 import linecache
 import traceback
+import warnings
 
 from IPython.core import magic_arguments as MA
 from IPython.core.magic import Magics, cell_magic, magics_class
@@ -29,12 +29,11 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from .._src.errors import NkiError
 from . import arguments as _args
 
-__all__ = ["NkiMagics", "NkiCellError", "MODES", "split_args"]
+__all__ = ["NkiMagics", "NkiCellError", "MODES", "split_args", "cell_filename"]
 
 MODES = ("simulation", "jax", "torchxla", "benchmark")
 TARGETS = ("trn1", "trn2", "trn3")
 _FIRST_TAB = {"simulation": None, "jax": "HLO", "torchxla": "HLO", "benchmark": "Timeline"}
-_CELL_PREFIX = "<nki-cell-"
 
 
 class NkiCellError(NkiError):
@@ -114,9 +113,60 @@ def split_args(text: str) -> list:
     return [p for p in parts if p]
 
 
-def _cell_filename(cell: str) -> str:
-    # why: a content hash is stable across runs, so IR locations (and stored outputs) are too
-    return f"{_CELL_PREFIX}{hashlib.sha1(cell.encode()).hexdigest()[:8]}>"
+def cell_filename(execution_count, lines: list) -> str:
+    """The name a ``%%nki`` cell's code is compiled under: ``<cell [3]>`` (its ``In [3]``).
+
+    Locations then read ``<cell [3]>:5`` (the editor's line 5 of the cell ``In [3]``). A name
+    already cached with other source (a cell re-run without a new execution count, e.g. from
+    ``run_cell_magic``) gets a suffix, so each kernel keeps its own source lines.
+    """
+    base = f"<cell [{execution_count}]>"
+    name, n = base, 1
+    while name in linecache.cache and linecache.cache[name][2] != lines:
+        n += 1
+        name = f"<cell [{execution_count}] #{n}>"
+    return name
+
+
+def _execution_count(shell, cell: str) -> int:
+    """The ``In [N]`` of the running cell."""
+    # why: IPython stores the raw cell under its count before running it (and, since 9.x, has
+    # already advanced shell.execution_count); a cell run without history keeps the counter
+    hist = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    body = cell.strip()
+    if len(hist) > 1 and body and body in hist[-1]:
+        return len(hist) - 1
+    return shell.execution_count
+
+
+_SHOWN_ONCE: set = set()
+"""Warnings shown once per process (the target fallback: the Summary repeats it per kernel)."""
+
+
+def _kernel_line(kernel, filename: str) -> int:
+    """The first line of ``kernel`` (its decorator) when it lives in this cell (else 1)."""
+    func = _args.kernel_function(kernel)
+    code = getattr(func, "__code__", None)
+    return code.co_firstlineno if code is not None and code.co_filename == filename else 1
+
+
+def replay_warnings(caught: list, filename: str, lineno: int) -> None:
+    """Show warnings recorded while a cell's kernel ran, attributed to the cell.
+
+    A warning raised from the cell's own lines keeps its line; one raised elsewhere (the
+    workbench, IPython, numpy) is shown at the kernel's ``def`` line. The target-fallback
+    warning is shown once per process (each kernel's Summary says it is on the fallback).
+    """
+    from .._src.encode import FALLBACK_WARNING
+    for w in caught:
+        text = str(w.message)
+        if text == FALLBACK_WARNING:
+            if text in _SHOWN_ONCE:
+                continue
+            _SHOWN_ONCE.add(text)
+        line = w.lineno if w.filename == filename else lineno
+        warnings.warn_explicit(w.message, w.category, filename, line,
+                               module=filename, registry={})
 
 
 def _last_function(code: str) -> str | None:
@@ -125,12 +175,12 @@ def _last_function(code: str) -> str | None:
     return names[-1] if names else None
 
 
-def _cell_error(exc: BaseException, filename: str, lines: list, offset: int = 1
+def _cell_error(exc: BaseException, filename: str, lines: list, offset: int = 0
                 ) -> NkiCellError:
     """Turn any failure into a short NkiCellError naming the cell line.
 
     ``lines`` is the executed code; ``offset`` turns its line numbers into the notebook cell's
-    (the ``%%nki`` line is line 1 there, plus any blank lines IPython dropped).
+    (0 when the code was compiled with the editor's line numbers, as ``%%nki`` cells are).
     """
     line = None
     if isinstance(exc, NkiError) and exc.loc and exc.loc.startswith(filename):
@@ -178,6 +228,9 @@ class NkiMagics(Magics):
                       "parameters are visible by name); shows the max error")
     @MA.argument("--atol", type=float, default=1e-3, help="absolute tolerance of --check")
     @MA.argument("--rtol", type=float, default=1e-3, help="relative tolerance of --check")
+    @MA.argument("--strict", action="store_true",
+                 help="a failed --check raises (NkiError wb_check_failed) instead of showing "
+                      "the error banner")
     @MA.argument("--out", "-o", default="_nki",
                  help="variable that receives the Inspection (default _nki)")
     @MA.argument("--static", action="store_true",
@@ -203,15 +256,18 @@ class NkiMagics(Magics):
         from .progress import SimulationProgress
         ns = self.shell.user_ns
         code = self.shell.transform_cell(cell)
-        filename = _cell_filename(cell)
+        # why: line 1 of the cell is the %%nki line, and IPython drops leading blank lines;
+        # padding the code with them makes every location (IR, views, errors) the editor's line
+        dropped = max(0, len(cell.splitlines()) - len(code.splitlines()))
+        code = "\n" * (1 + dropped) + code
         lines = code.splitlines()
-        # why: IPython drops leading blank lines; errors name the line the user sees
-        offset = 1 + max(0, len(cell.splitlines()) - len(lines))
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        kept = code.splitlines(True)
+        filename = cell_filename(_execution_count(self.shell, cell), kept)
+        linecache.cache[filename] = (len(code), None, kept, filename)
         try:
             exec(compile(code, filename, "exec"), ns)  # noqa: S102 - the user's own cell
         except Exception as exc:
-            raise _cell_error(exc, filename, lines, offset) from exc
+            raise _cell_error(exc, filename, lines) from exc
         name = opts.kernel or _last_function(code)
         if name is None:
             raise UsageError("the cell defines no function: define the kernel in the cell or "
@@ -225,15 +281,24 @@ class NkiMagics(Magics):
         except _args.ArgError as exc:
             raise UsageError(str(exc)) from None
         simulate = opts.mode != "benchmark"
+        pending: list = []
         try:
-            insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target,
-                           simulate=simulate, progress=SimulationProgress, **kwargs)
-            if opts.check is not None:
-                from .check import run_check
-                run_check(insp, opts.check, {**ns, **self._by_parameter(kernel, args, kwargs)},
-                          opts.atol, opts.rtol)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    insp = inspect(kernel, *args, grid=opts.grid, platform_target=opts.target,
+                                   simulate=simulate, progress=SimulationProgress, **kwargs)
+                    if opts.check is not None:
+                        from .check import run_check
+                        run_check(insp, opts.check,
+                                  {**ns, **self._by_parameter(kernel, args, kwargs)},
+                                  opts.atol, opts.rtol, strict=opts.strict)
+                finally:
+                    pending = list(caught)
+            replay_warnings(pending, filename, _kernel_line(kernel, filename))
         except Exception as exc:
-            raise _cell_error(exc, filename, lines, offset) from exc
+            replay_warnings(pending, filename, _kernel_line(kernel, filename))
+            raise _cell_error(exc, filename, lines) from exc
         ns[opts.out] = insp
         if opts.quiet:
             return None
@@ -280,11 +345,36 @@ class NkiMagics(Magics):
         return tab
 
 
+class _CellNamer:
+    """Names the file of an ordinary notebook cell ``<cell [N]>`` in IR locations."""
+
+    def __init__(self, shell):
+        self.shell = shell
+
+    def __call__(self, fname: str) -> str | None:
+        # why: IPython maps each cell's file (ipykernel_PID/HASH.py) to its execution count
+        number = getattr(getattr(self.shell, "compile", None), "_filename_map", {}).get(fname)
+        if number is None:
+            return None
+        from .sources import CELL_FILES
+        name = f"<cell [{number}]>"
+        CELL_FILES[name] = fname
+        return name
+
+
 def load(ipython) -> None:
-    """Register the magics (``%load_ext nki_workbench`` also installs the alias, above this)."""
+    """Register the magics (``%load_ext nki_workbench`` also installs the alias, above this).
+
+    Kernels defined in ordinary cells get ``<cell [N]>`` locations too.
+    """
+    from .._src.errors import SOURCE_NAMERS
     ipython.register_magics(NkiMagics)
+    if not any(isinstance(n, _CellNamer) for n in SOURCE_NAMERS):
+        SOURCE_NAMERS.append(_CellNamer(ipython))
 
 
 def unload(ipython) -> None:
     """Remove the ``%%nki`` magic (``%unload_ext nki_workbench``)."""
+    from .._src.errors import SOURCE_NAMERS
     ipython.magics_manager.magics["cell"].pop("nki", None)
+    SOURCE_NAMERS[:] = [n for n in SOURCE_NAMERS if not isinstance(n, _CellNamer)]

@@ -24,7 +24,9 @@ from . import plots
 
 __all__ = ["MIME_TYPE", "SCHEMA_VERSION", "MAX_EVENTS", "mimebundle", "summary_text",
            "summary_lines", "inspection_html", "inspection_json", "config_html", "config_text",
-           "ir_html", "timeline_of", "memory_of", "latency_line", "esc"]
+           "ir_html", "timeline_of", "memory_of", "latency_line", "esc", "check_failed",
+           "check_banner_html", "TAB_TITLES", "CHECK_FAILED_TITLE", "tab_titles",
+           "tab_bodies", "inspector_html"]
 
 MIME_TYPE = "application/vnd.nki-workbench.inspection+json"
 SCHEMA_VERSION = 1
@@ -84,7 +86,26 @@ def summary_lines(insp) -> list:
     check = getattr(insp, "check", None)
     if check is not None:
         lines.append("  " + check.line())
+        if check.where():
+            lines.append("  " + check.where())
     return lines
+
+
+def check_failed(insp) -> bool:
+    """Whether the Inspection's last ``--check`` failed (the views show an error state)."""
+    check = getattr(insp, "check", None)
+    return check is not None and not check.passed
+
+
+def check_banner_html(insp) -> str:
+    """The error banner of a failed check (empty when there is none or it passed)."""
+    if not check_failed(insp):
+        return ""
+    c = insp.check
+    return (f"<div class='nkiw-check-failed' role='alert' style='background:#fdecea;"
+            f"border-left:4px solid #b00020;color:#5f0010;padding:6px 10px;margin:0 0 .5em 0;"
+            f"font-family:monospace;font-size:12px'><b>&#10007; check failed</b>: "
+            f"{esc(c.line())}<br>{esc(c.where())}</div>")
 
 
 def summary_text(insp) -> str:
@@ -183,13 +204,85 @@ def ir_html(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------- HTML
-def inspection_html(insp) -> str:
-    """The escaped HTML view: summary, config tree, IR."""
-    return (f"<div class='nkiw-inspection'>"
-            f"<pre style='margin:0 0 .5em 0'>{esc(summary_text(insp))}</pre>"
-            f"<details><summary>backend_config</summary>{config_html(insp.config)}</details>"
-            f"<details><summary>IR ({len(insp.ir.splitlines())} lines)</summary>"
-            f"{ir_html(insp.ir)}</details></div>")
+def inspection_html(insp, images: bool = False) -> str:
+    """The escaped HTML view: the Inspector's tabs (:func:`inspector_html`), banner first.
+
+    Images are left out by default: the bundle's JSON carries them (the JupyterLab renderer
+    shows them), so a stored notebook holds each picture once.
+    """
+    return f"<div class='nkiw-inspection'>{inspector_html(insp, images=images)}</div>"
+
+
+# ------------------------------------------------------------------- the one Inspector
+TAB_TITLES = ("Summary", "Config", "IR", "SBUF", "PSUM", "Timeline", "HLO")
+"""The Inspector's tabs, in order: the widget, this static view and the report share them."""
+CHECK_FAILED_TITLE = "Summary \u2717 check failed"
+"""The Summary tab's title when the last ``--check`` failed."""
+
+
+def tab_titles(insp, names=None) -> tuple:
+    """The Inspector's tab titles for an Inspection (``names``: the views shown, lower-case)."""
+    titles = [t for t in TAB_TITLES if t == "Summary" or names is None or t.lower() in names]
+    return tuple(CHECK_FAILED_TITLE if t == "Summary" and check_failed(insp) else t
+                 for t in titles)
+
+
+def _hlo_static(insp) -> str:
+    import sys
+    if "jax" not in sys.modules:  # why: the static view never imports a framework itself
+        return ("<p>the jax custom call: <code>insp.custom_call('jax')</code> (or the widget's "
+                "HLO tab)</p>")
+    text, err = _try(lambda: insp.custom_call("jax"))
+    body = esc(text) if err is None else f"not available: {esc(err)}"
+    return f"<pre style='font-size:12px;white-space:pre-wrap;margin:0'>{body}</pre>"
+
+
+def tab_bodies(insp, images: bool = True) -> dict:
+    """``{title: html}`` of every Inspector tab, static (PNG images, text tables)."""
+    def img(png, alt):
+        return (f"<img alt='{esc(alt)}' style='max-width:100%' "
+                f"src='{plots.png_data_uri(png)}'>") if images else ""
+
+    def buffer(name):
+        mem, err = _try(lambda: memory_of(insp))
+        if mem is None:
+            return f"<p>{esc(name)} not available: {esc(err)}</p>"
+        buf = getattr(mem, name.lower())
+        return img(plots.occupancy_png(buf), f"{name} occupancy") + \
+            f"<pre style='margin:0'>{esc(buf.text())}</pre>"
+
+    def timeline():
+        tl, err = _try(lambda: timeline_of(insp))
+        if tl is None:
+            return f"<p>timeline not available: {esc(err)}</p>"
+        from .interactive import dma_note
+        pic = img(plots.gantt_png(tl), "timeline") if tl.events else ""
+        return (pic + f"<pre style='margin:0'>{esc(tl.report())}</pre>"
+                f"<p style='font-size:12px'>{esc(dma_note(tl))}</p>")
+
+    return {"Summary": check_banner_html(insp)
+            + f"<pre style='margin:0'>{esc(summary_text(insp))}</pre>",
+            "Config": config_html(insp.config), "IR": ir_html(insp.ir),
+            "SBUF": buffer("SBUF"), "PSUM": buffer("PSUM"), "Timeline": timeline(),
+            "HLO": _hlo_static(insp)}
+
+
+def inspector_html(insp, names=None, images: bool = True) -> str:
+    """The Inspector as static HTML: the widget's tabs, in its order, as ``<details>`` blocks.
+
+    What a notebook shows where the widget cannot run (a committed notebook on GitHub or
+    nbviewer, a page without its widget state); ``<details>`` survives HTML sanitizers that
+    strip scripts, styles and form elements. Summary is open.
+    """
+    bodies = tab_bodies(insp, images)
+    parts = []
+    for title in tab_titles(insp, names):
+        key = "Summary" if title == CHECK_FAILED_TITLE else title
+        style = " style='color:#b00020'" if title == CHECK_FAILED_TITLE else ""
+        parts.append(f"<details{' open' if key == 'Summary' else ''} class='nkiw-tab'>"
+                     f"<summary{style}><b>{esc(title)}</b></summary>{bodies[key]}</details>")
+    return (f"<div class='nkiw-inspector'><div><b>Inspector</b> of kernel "
+            f"<code>{esc(insp.kernel_name)}</code></div>{''.join(parts)}</div>")
 
 
 # --------------------------------------------------------------------------------- JSON

@@ -1,14 +1,17 @@
 """A self-contained HTML report of Inspections (no Jupyter needed): ``nki-workbench report``.
 
-One page, one section per kernel: the summary, the decoded backend_config tree, the IR with line
+One page, one section per kernel: the Inspector's tabs in the widget's order (Summary, Config,
+IR, SBUF, PSUM, Timeline, HLO) — the summary, the decoded backend_config tree, the IR with line
 numbers, the SBUF and PSUM occupancy maps with their tables, the timeline and its utilisation
-table. Images are embedded as PNG data URIs; every piece of user text is escaped; nothing in it
-depends on the time of day, so the same kernels give the same bytes.
+table — in the same colours (one per opcode). ``interactive=True`` (``report --interactive``)
+adds the Bokeh timeline and SBUF map. Images are embedded as PNG data URIs; every piece of
+user text is escaped; nothing in the default page depends on the time of day, so the same
+kernels give the same bytes.
 """
 
 from __future__ import annotations
 
-from . import mime, plots
+from . import mime
 
 __all__ = ["report_html", "section_html"]
 
@@ -21,10 +24,6 @@ img { max-width: 100%; border: 1px solid #eee; }
 """
 
 
-def _img(png: bytes, alt: str) -> str:
-    return f"<img alt='{mime.esc(alt)}' src='{plots.png_data_uri(png)}'>"
-
-
 def _part(title: str, fn) -> str:
     """One titled part of a section; a failing part says why instead of breaking the page."""
     try:
@@ -35,36 +34,44 @@ def _part(title: str, fn) -> str:
     return f"<h3>{mime.esc(title)}</h3>{body}"
 
 
-def section_html(insp, anchor: str, title: str | None = None) -> str:
-    """The report section of one Inspection."""
-    def sbuf():
-        buf = mime.memory_of(insp).sbuf
-        return _img(plots.occupancy_png(buf), "SBUF occupancy") + \
-            f"<pre>{mime.esc(buf.text())}</pre>"
+def section_html(insp, anchor: str, title: str | None = None,
+                 interactive: bool = False) -> str:
+    """The report section of one Inspection: the Inspector's tabs, in the widget's order.
 
-    def psum():
-        buf = mime.memory_of(insp).psum
-        return _img(plots.occupancy_png(buf), "PSUM occupancy") + \
-            f"<pre>{mime.esc(buf.text())}</pre>"
-
-    def timeline():
-        tl = mime.timeline_of(insp)
-        return _img(plots.gantt_png(tl), "timeline") + f"<pre>{mime.esc(tl.report())}</pre>"
-
-    parts = [_part("Summary", lambda: f"<pre>{mime.esc(mime.summary_text(insp))}</pre>"),
-             _part("backend_config", lambda: mime.config_html(insp.config)),
-             _part("IR", lambda: mime.ir_html(insp.ir)),
-             _part("SBUF", sbuf), _part("PSUM", psum), _part("Timeline", timeline)]
+    Args:
+        insp: the Inspection.
+        anchor: the section's HTML id.
+        title: the heading (default: the kernel's name).
+        interactive: add the interactive (Bokeh) timeline and SBUF map below the tabs.
+    """
+    body = mime.inspector_html(insp).replace("<details class='nkiw-tab'>",
+                                             "<details open class='nkiw-tab'>")
+    extra = ""
+    if interactive:
+        extra = _part("Interactive timeline and SBUF map", lambda: _interactive_parts(insp))
     return (f"<section id='{mime.esc(anchor)}'><h2>{mime.esc(title or insp.kernel_name)}</h2>"
-            + "".join(parts) + "</section>")
+            + body + extra + "</section>")
 
 
-def report_html(inspections, title: str = "nki-workbench report") -> str:
+def _interactive_parts(insp) -> str:
+    from bokeh.embed import components
+
+    from . import interactive
+    script, divs = components((interactive.timeline_figure(mime.timeline_of(insp)),
+                               interactive.memory_figure(mime.memory_of(insp).sbuf)))
+    return script + "".join(divs)
+
+
+def report_html(inspections, title: str = "nki-workbench report",
+                interactive: bool = False) -> str:
     """One self-contained HTML page for ``[(name, Inspection), ...]`` (or Inspections).
 
     Args:
         inspections: Inspections, or ``(title, Inspection)`` pairs, in page order.
         title: the page title.
+        interactive: add each kernel's interactive (Bokeh) timeline and SBUF map (BokehJS
+            inline: the page stays self-contained; Bokeh's element ids make it differ from run
+            to run, so the default page stays byte-for-byte reproducible without them).
 
     Returns:
         The HTML text.
@@ -72,7 +79,12 @@ def report_html(inspections, title: str = "nki-workbench report") -> str:
     items = [x if isinstance(x, tuple) else (x.kernel_name, x) for x in inspections]
     toc = "".join(f"<li><a href='#k{i}'>{mime.esc(name)}</a></li>"
                   for i, (name, _) in enumerate(items))
-    body = "".join(section_html(insp, f"k{i}", name) for i, (name, insp) in enumerate(items))
+    body = "".join(section_html(insp, f"k{i}", name, interactive)
+                   for i, (name, insp) in enumerate(items))
+    head = ""
+    if interactive:
+        from bokeh.resources import INLINE
+        head = INLINE.render()
     return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{mime.esc(title)}</title><style>{_CSS}</style></head><body>"
+            f"<title>{mime.esc(title)}</title><style>{_CSS}</style>{head}</head><body>"
             f"<h1>{mime.esc(title)}</h1><ul>{toc}</ul>{body}</body></html>\n")

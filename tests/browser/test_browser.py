@@ -138,6 +138,71 @@ def _wait_changed(get, before, timeout_s: float = 90.0):
     raise AssertionError("the image did not change")
 
 
+# Inside the interactive timeline page: where the first `exp` bar is drawn, and the x range
+_BAR_JS = """() => {
+  const doc = Bokeh.documents[0];
+  const fig = doc.get_model_by_name('nkiw-timeline');
+  const src = doc.get_model_by_name('nkiw-events');
+  const view = Bokeh.index.find_one(fig);
+  const i = src.data.op.indexOf('exp');
+  const r = view.el.getBoundingClientRect();
+  const x = (src.data.start_us[i] + src.data.end_us[i]) / 2;
+  return {x: r.left + view.frame.x_scale.compute(x),
+          y: r.top + view.frame.y_scale.compute(src.data.row[i]),
+          loc: src.data.loc[i], start: fig.x_range.start, end: fig.x_range.end};
+}"""
+_RANGE_JS = """() => { const f = Bokeh.documents[0].get_model_by_name('nkiw-timeline');
+                       return [f.x_range.start, f.x_range.end]; }"""
+
+
+def _kernel_frames(sent: list) -> list:
+    # why: a widget round trip is a comm_msg / execute_request on the kernel websocket
+    return [f for f in sent if isinstance(f, str) and ('"comm_msg"' in f or
+                                                        '"execute_request"' in f)]
+
+
+def _interactive_timeline(page, tabs, sent, editor_lines) -> dict:
+    """Hover, zoom and click the Timeline tab's Bokeh view; returns what was measured."""
+    tabs.filter(has_text="Timeline").click()
+    iframe = page.locator("iframe.nkiw-interactive >> visible=true").first
+    iframe.wait_for(timeout=60_000)
+    frame = iframe.element_handle().content_frame()
+    frame.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                            "Bokeh.documents[0].get_model_by_name('nkiw-timeline')",
+                            timeout=60_000)
+    time.sleep(0.5)
+    box = iframe.bounding_box()
+    bar = frame.evaluate(_BAR_JS)
+    x, y = box["x"] + bar["x"], box["y"] + bar["y"]
+    page.mouse.move(x, y)
+    values = frame.locator(".bk-tooltip-row-value")  # (inside Bokeh's shadow DOM)
+    values.first.wait_for(timeout=10_000)
+    text = "\n".join(values.all_inner_texts())
+    file, _, line = bar["loc"].rpartition(":")
+    assert "exp" in text and bar["loc"] in text, text
+    assert editor_lines[int(line) - 1].strip() in text  # the hover shows the source line
+    page.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_hover.png"))
+    before = len(_kernel_frames(sent))
+    t0 = time.monotonic()
+    page.mouse.wheel(0, -400)
+    frame.wait_for_function(f"() => {{ const r = ({_RANGE_JS})(); "
+                            f"return r[1] - r[0] < {0.9 * (bar['end'] - bar['start'])}; }}",
+                            timeout=10_000)
+    zoom_s = time.monotonic() - t0
+    zoomed = frame.evaluate(_RANGE_JS)
+    time.sleep(1.0)
+    assert len(_kernel_frames(sent)) == before  # zoomed in the browser: no kernel message
+    bar2 = frame.evaluate(_BAR_JS)  # the bar moved with the zoom: find it again
+    page.mouse.click(box["x"] + bar2["x"], box["y"] + bar2["y"])
+    hl = frame.locator(".nkiw-hl").first
+    hl.wait_for(timeout=10_000)
+    assert int(hl.get_attribute("data-line")) == int(line)
+    assert hl.inner_text().strip().endswith(editor_lines[int(line) - 1].strip())
+    page.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_click.png"))
+    return {"zoom_s": zoom_s, "range_before": [bar["start"], bar["end"]], "range_after": zoomed,
+            "loc": bar["loc"]}
+
+
 def test_jupyterlab_inspector_renders_and_timeline_slider_redraws():
     os.makedirs(ARTIFACTS, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="nkiw-lab-")
@@ -156,6 +221,8 @@ def test_jupyterlab_inspector_renders_and_timeline_slider_redraws():
         with playwright.sync_playwright() as p:
             browser = _launch(p)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            sent: list = []
+            page.on("websocket", lambda ws: ws.on("framesent", lambda f: sent.append(f)))
             page.goto(f"http://127.0.0.1:{port}/lab/tree/inspector.ipynb?token={TOKEN}")
             page.wait_for_selector(".jp-Notebook", timeout=90_000)
             page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
@@ -169,7 +236,19 @@ def test_jupyterlab_inspector_renders_and_timeline_slider_redraws():
 
             tabs.filter(has_text="IR").click()
             page.locator(".nkiw-ir >> visible=true").wait_for(timeout=30_000)
-            tabs.filter(has_text="Timeline").click()
+            ir = page.locator(".nkiw-ir >> visible=true").inner_text()
+            # the IR names the kernel's lines as the editor numbers them (%%nki is line 1)
+            editor = KERNEL.splitlines()
+            store = next(n for n, t in enumerate(editor, 1) if "nl.store" in t)
+            assert f"<cell [2]>:{store}" in ir
+            for title in ("SBUF", "PSUM"):
+                tabs.filter(has_text=title).click()
+                page.locator("iframe.nkiw-interactive >> visible=true").first.wait_for(
+                    timeout=60_000)
+            measured = _interactive_timeline(page, tabs, sent, editor)
+            with open(os.path.join(ARTIFACTS, "lab_timeline_zoom.json"), "w") as f:
+                json.dump(measured, f, indent=1)
+            page.get_by_role("button", name="static").first.click()
             img = page.locator(".widget-tab img.widget-image >> visible=true").first
             img.wait_for(timeout=30_000)
             before_src = img.get_attribute("src")

@@ -172,3 +172,59 @@ def test_decode_escapes_control_characters(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[2J\\x1b[31mred\\x07" in out
+
+
+NEURONXCC_FILE = '''
+from neuronxcc import nki
+import neuronxcc.nki.language as nl
+
+SHAPES = "x=256x128:f32"
+
+
+@nki.jit
+def triple(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128, :], nl.load(x[i * 128:(i + 1) * 128, :]) * 3.0)
+    return out
+'''
+
+
+def test_report_on_a_neuronxcc_file_with_dtype_shorthands(tmp_path, capsys):
+    f = tmp_path / "triple.py"
+    f.write_text(NEURONXCC_FILE)
+    out = tmp_path / "r.html"
+    assert cli.main(["report", str(f), "--shapes", "x=256x128:bf16", "-o", str(out)]) == 0
+    assert "triple" in out.read_text() and "bfloat16[256, 128]" in out.read_text()
+    assert cli.main(["report", str(f), "--random", "-o", str(out)]) == 0  # SHAPES says f32
+    assert "x float32[256, 128]" in out.read_text()
+
+
+@pytest.mark.parametrize(("short", "name"), [("f32", "float32"), ("fp32", "float32"),
+                                             ("f16", "float16"), ("bf16", "bfloat16"),
+                                             ("fp8e4m3", "float8_e4m3"), ("i32", "int32")])
+def test_dtype_shorthands(short, name):
+    from nki_workbench._src import dtypes as D
+    from nki_workbench.notebook.arguments import parse_shapes
+    assert D.name_of(parse_shapes(f"a=128x4:{short}")["a"].dtype) == name
+
+
+def test_unknown_dtype_lists_names_and_shorthands(tmp_path, capsys):
+    f = tmp_path / "triple.py"
+    f.write_text(NEURONXCC_FILE)
+    with pytest.raises(SystemExit) as info:
+        cli.main(["report", str(f), "--shapes", "x=256x128:f64", "-o", str(tmp_path / "r")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown dtype 'f64'" in err
+    assert "bfloat16" in err and "f32" in err and "bf16" in err and "fp8e4m3" in err
+
+
+def test_list_examples(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--list-examples"])
+    assert info.value.code == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln and not ln[0].isspace()]
+    from nki_workbench import examples
+    assert [ln.split()[0] for ln in lines] == list(examples.EXAMPLES)
+    assert "kernel matmul_tiled" in lines[1] and "sweeps TILE_N, TILE_M" in lines[1]

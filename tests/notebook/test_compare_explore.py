@@ -42,9 +42,13 @@ def test_compare_ir_diff_and_views(pair):
     assert changed and any("1024" in ln or "512" in ln for ln in changed)
     assert nw.compare(a, a).ir_diff == []
     data = cmp._repr_mimebundle_()
-    assert data["image/png"].startswith(b"\x89PNG") and "speedup tile128/tile512" in \
-        data["text/plain"]
-    assert "<table>" in data["text/html"]
+    la, lb = a.timeline.latency_us, b.timeline.latency_us
+    assert lb < la  # 512-wide tiles are faster: the sentence names B first
+    verdict = (f"tile512 (matmul_tiled) is {la / lb:.3f}\u00d7 faster than tile128 "
+               f"(matmul_tiled) ({lb:.3f} vs {la:.3f} us, estimate)")
+    assert data["image/png"].startswith(b"\x89PNG") and verdict in data["text/plain"]
+    assert "<table>" in data["text/html"] and "tile512 (matmul_tiled)</th>" in data["text/html"]
+    assert "data:image/png;base64," in data["text/html"]  # both timelines, one time axis
     assert len(cmp.widget().children) == 3
     with pytest.raises(TypeError, match="two Inspections"):
         nw.compare(a, "b")
@@ -122,3 +126,16 @@ def test_examples_match_numpy():
         ins = mod.inputs(rng)
         out = nw.inspect(getattr(mod, mod.KERNEL), *ins).outputs
         np.testing.assert_allclose(out, mod.reference(*ins), rtol=1e-3, atol=1e-3)
+
+
+def test_explorer_fixed_scale_draws_every_setting_on_the_capacity_axis():
+    ex = nw.explore(MM.matmul_tiled, SPECS, {"TILE_N": [128, 512]})
+    w = ex.widget()
+    free = bytes(w.sbuf.value)
+    w.fixed_scale.value = True
+    fixed = bytes(w.sbuf.value)
+    trial = ex.evaluate(TILE_N=128)
+    buf = trial.inspection.memory.sbuf
+    from nki_workbench.notebook import plots
+    assert fixed == plots.occupancy_png(buf, full_scale=True) != free
+    assert ex.images(trial, fixed_scale=True)[0] == fixed

@@ -95,8 +95,8 @@ def test_text_plain_is_a_deterministic_summary(ip, insp):
 
 def test_html_escapes_user_text(insp):
     page = mime.inspection_html(insp)
-    # the IR's locations name the cell file <nki-cell-...>: only its escaped form may appear
-    assert "&lt;nki-cell-" in page and "<nki-cell-" not in page
+    # the IR's locations name the cell <cell [N]>: only its escaped form may appear
+    assert "&lt;cell [" in page and "<cell [" not in page
     assert "'single'" not in page and "&#x27;single&#x27;" in page
 
 

@@ -456,9 +456,10 @@ def plot_gantt(tl, start=None, end=None, ax=None):
     Returns:
         The matplotlib Figure.
     """
-    from matplotlib import colormaps
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+
+    from .palette import opcode_colour
 
     lo = 0.0 if start is None else float(start)
     hi = tl.total_ns if end is None else float(end)
@@ -472,8 +473,7 @@ def plot_gantt(tl, start=None, end=None, ax=None):
     else:
         fig = ax.figure
     ops = sorted({e.op for e in tl.events})
-    cmap = colormaps["tab20"]
-    color = {op: cmap(i % 20) for i, op in enumerate(ops)}
+    color = {op: opcode_colour(op) for op in ops}  # why: one colour per opcode in every plot
     bars: dict = {}
     for e in tl.events:
         if e.end_ns < lo or e.start_ns > hi:
