@@ -1,15 +1,20 @@
 """Process-level settings of the host the workbench runs on, applied only when asked for.
 
-Importing or running the workbench changes nothing process-wide. :func:`tune_malloc` (or
+Importing the workbench changes nothing process-wide. :func:`tune_malloc` (or
 ``NKI_WORKBENCH_TUNE_MALLOC=1`` in the environment) opts into glibc heap tuning that makes the
 simulators faster on large tiles; ``bench/`` and the test suite turn it on.
+:func:`blas_single_threaded` limits the BLAS thread pool while the interpreter runs (and
+restores it after): its GEMMs are tile-sized, where threads only cost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 
-__all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV"]
+__all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV",
+           "blas_single_threaded", "blas_threads"]
 
 TUNE_MALLOC_ENV = "NKI_WORKBENCH_TUNE_MALLOC"
 _STATE = {"requested": False, "applied": False}
@@ -55,3 +60,53 @@ def tune_malloc(enable: bool = True) -> bool:
         except (OSError, AttributeError):
             pass
     return _STATE["applied"]
+
+
+_BLAS = {"controllers": None, "depth": 0, "saved": []}
+_BLAS_LOCK = threading.Lock()
+
+
+def _blas_controllers() -> list:
+    """The controllers (threadpoolctl) of the loaded BLAS libraries, found once (~2 ms)."""
+    if _BLAS["controllers"] is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            found = ThreadpoolController().select(user_api="blas").lib_controllers
+        except Exception:  # noqa: BLE001 - no threadpoolctl / no introspectable BLAS: no limit
+            found = []
+        _BLAS["controllers"] = found
+    return _BLAS["controllers"]
+
+
+def blas_threads() -> dict:
+    """Threads of each loaded BLAS library as this thread sees them (file name -> count)."""
+    return {os.path.basename(c.filepath): c.get_num_threads() for c in _blas_controllers()}
+
+
+@contextlib.contextmanager
+def blas_single_threaded():
+    """Run the block with every BLAS library at one thread, then restore their counts.
+
+    The interpreter's GEMMs are tile-sized (at most 128x512 by 128x128): BLAS threads gain
+    nothing there, and when another process takes a core OpenBLAS's busy-waiting threads made
+    them 10-20x slower (issue 19). Nested and concurrent uses (``simulate_ranks`` threads)
+    count: each entry limits what its thread sees, the last exit restores every saved count.
+    Costs ~3 us per use.
+    """
+    with _BLAS_LOCK:
+        _BLAS["depth"] += 1
+        for c in _blas_controllers():
+            n = c.get_num_threads()
+            # why: OpenBLAS's count is process-wide in some builds and per thread in others
+            if n is not None and n > 1:
+                c.set_num_threads(1)
+                _BLAS["saved"].append((c, n))
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS["depth"] -= 1
+            if _BLAS["depth"] == 0:
+                for c, n in reversed(_BLAS["saved"]):
+                    c.set_num_threads(n)
+                _BLAS["saved"] = []

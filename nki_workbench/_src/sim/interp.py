@@ -36,6 +36,7 @@ from ..errors import (
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar
 from ..ir import expr as E
 from ..options import SimParams
+from ..platform import blas_single_threaded
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.registry import props
 from .access import CompiledAccess
@@ -541,6 +542,10 @@ class Program:
                            "or jax_exec.run_compiled(program, inputs)")
         params = params or SimParams()
         _tune_malloc()
+        with blas_single_threaded():  # why: tile GEMMs; BLAS threads collapse under load
+            return self._run(inputs, params, observer)
+
+    def _run(self, inputs: dict, params: SimParams, observer) -> dict:
         k = self.kernel
         shared = {}
         for p in k.params:

@@ -86,7 +86,9 @@ __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "c
 CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False} if (os.cpu_count() or 1) <= 4 else {}
 """XLA options of the compiled programs on CPU. On a small CPU (measured on a shared 2-core
 machine) Eigen's threaded tile dots lose to single-threaded ones (the tiled bf16 matmul of
-``bench/compiled_sim.py``: 37 -> 31 ms); larger machines keep XLA's default."""
+``bench/compiled_sim.py``: 37 -> 31 ms); larger machines keep XLA's default. Re-measured on
+larger problems (2 cores, load average ~8): matmul 2048^3 698-978 ms single vs 918-1048 ms
+threaded, softmax 4096^2 673-692 vs 896-1037 ms, so the small-machine choice stays."""
 UNROLL_BUDGET = 64
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
 NESTED_UNROLL_BUDGET = 0
