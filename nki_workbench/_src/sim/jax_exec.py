@@ -708,7 +708,8 @@ def _notice(kernel: Kernel, why: str):
              hint="the results are the interpreter's; see semantics.registry.INTERPRETER_ONLY")
 
 
-def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
+def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
+                 notice: bool = True) -> dict:
     """Run ``kernel`` (a :class:`Kernel` or :class:`Program`) as one compiled JAX program.
 
     Same contract as ``Program(kernel).run(inputs, params)``: ``inputs`` maps parameter names
@@ -720,6 +721,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
         kernel: the traced kernel IR (or an interpreter ``Program`` of it).
         inputs: parameter name -> numpy array.
         params: simulation parameters (``SimParams()`` when ``None``).
+        notice: warn (``CompiledFallbackWarning``) when the kernel falls back to the
+            interpreter; ``backend="auto"`` turns it off.
 
     Returns:
         dict: output tensor name -> numpy array.
@@ -740,7 +743,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
         if why is False:
             why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
         if why is not None:
-            _notice(kernel, why)
+            if notice:
+                _notice(kernel, why)
             return comp.interpreter().run(inputs, params, backend="numpy")
         try:
             args, offsets, _ = comp.args(arrays)
@@ -748,7 +752,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
             outs, flag = comp.call(run, args, comp.cvals, comp.zero)
         except Unsupported as exc:
             why = comp.why[key] = str(exc)
-            _notice(kernel, why)
+            if notice:
+                _notice(kernel, why)
             return comp.interpreter().run(inputs, params, backend="numpy")
         comp.remember(inputs, arrays, params, run, args)
     comp.runs += 1
