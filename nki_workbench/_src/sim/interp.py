@@ -421,8 +421,7 @@ class Program:
         if sel is None:
             ca.write(buf.data, res, st.env, st.dyn)
             if buf.init is not None:
-                if mark is True and (ca.whole or (ca.fast and
-                                                  int(np.prod(ca.shape)) == buf.data.size)):
+                if mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)):
                     buf.init = None
                 else:
                     ca.write(buf.init, mark, st.env, st.dyn)
