@@ -5,6 +5,9 @@ Importing the workbench changes nothing process-wide. :func:`tune_malloc` (or
 simulators faster on large tiles; ``bench/`` and the test suite turn it on.
 :func:`blas_single_threaded` limits the BLAS thread pool while the interpreter runs (and
 restores it after): its GEMMs are tile-sized, where threads only cost.
+:func:`compilation_cache` (or ``NKI_WORKBENCH_COMPILATION_CACHE=DIR``) opts into JAX's
+persistent compilation cache for the compiled simulator, so a later process reuses the
+executables of kernels compiled before.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ import os
 import threading
 
 __all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV",
-           "blas_single_threaded", "blas_threads"]
+           "blas_single_threaded", "blas_threads", "compilation_cache", "compilation_cache_dir",
+           "COMPILATION_CACHE_ENV"]
+
+COMPILATION_CACHE_ENV = "NKI_WORKBENCH_COMPILATION_CACHE"
 
 TUNE_MALLOC_ENV = "NKI_WORKBENCH_TUNE_MALLOC"
-_STATE = {"requested": False, "applied": False}
+_STATE = {"requested": False, "applied": False, "cache": None}
 
 
 def malloc_tuning_requested() -> bool:
@@ -110,3 +116,49 @@ def blas_single_threaded():
                 for c, n in reversed(_BLAS["saved"]):
                     c.set_num_threads(n)
                 _BLAS["saved"] = []
+
+
+def compilation_cache(path: str | None = None) -> str:
+    """Keep the compiled simulator's XLA executables on disk, for later processes too.
+
+    A compiled program's first call spends 0.1-2 s in XLA; with the cache a later process
+    calling the same kernel specialisation loads the executable instead. This sets JAX's
+    process-wide ``jax_compilation_cache_dir`` (every executable is cached, however quick its
+    compile), so it happens only when called or requested through the environment.
+
+    Args:
+        path: the cache folder (default ``~/.cache/nki_workbench/xla``).
+
+    Returns:
+        str: the folder in use.
+    """
+    path = os.path.abspath(os.path.expanduser(path or os.path.join("~", ".cache",
+                                                                    "nki_workbench", "xla")))
+    _STATE["cache"] = path
+    import sys
+    if "jax" in sys.modules:  # why: already imported, so the compiled backend applied none yet
+        apply_compilation_cache()
+    return path
+
+
+def compilation_cache_dir() -> str | None:
+    """The requested cache folder (:func:`compilation_cache` or the environment), or ``None``."""
+    return _STATE["cache"] or (os.path.abspath(os.path.expanduser(
+        os.environ[COMPILATION_CACHE_ENV])) if os.environ.get(COMPILATION_CACHE_ENV, "").strip()
+        else None)
+
+
+def apply_compilation_cache() -> None:
+    """Point JAX at the requested cache folder (the compiled backend calls this).
+
+    Without a request nothing changes.
+    """
+    path = compilation_cache_dir()
+    if path is None or _STATE.get("cache_applied") == path:
+        return
+    import jax
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    _STATE["cache_applied"] = path

@@ -51,6 +51,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as D
+from .. import platform as _platform
 from ..errors import CompiledFallbackWarning, warn
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
@@ -111,6 +112,7 @@ _LOCK = threading.Lock()
 
 def _jax():
     import jax  # why: importing jax costs ~1 s; only the compiled backend pays it
+    _platform.apply_compilation_cache()  # why: opt-in (a no-op unless requested)
     return jax
 
 

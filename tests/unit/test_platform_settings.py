@@ -1,4 +1,5 @@
-"""The interpreter runs its tile GEMMs with one BLAS thread and gives the count back after."""
+"""Process settings the simulator applies: one BLAS thread while interpreting (restored after), and
+the opt-in on-disk compilation cache."""
 
 import os
 import threading
@@ -74,3 +75,33 @@ def test_an_exception_inside_restores_the_count(two_blas_threads):
     with pytest.raises(RuntimeError), P.blas_single_threaded():
         raise RuntimeError("boom")
     assert set(P.blas_threads().values()) == {2}
+
+
+def test_the_compilation_cache_is_opt_in_and_fills_its_folder(tmp_path):
+    """In a fresh process: no cache unless asked; asked, compiled kernels land on disk."""
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, nki_workbench, jax\n"
+        "from nki_workbench import SimParams, nki\n"
+        "from nki_workbench.nki import language as nl\n"
+        "import sys\n"
+        "if sys.argv[1] == 'on': nki_workbench.compilation_cache(sys.argv[2])\n"
+        "def k(a):\n"
+        "    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)\n"
+        "    nl.store(out, nl.multiply(nl.load(a), 2.0))\n"
+        "    return out\n"
+        "a = np.arange(512, dtype=np.float32).reshape(128, 4)\n"
+        "out = nki.simulate_kernel(nki.jit(k), a, params=SimParams(backend='jax'))\n"
+        "assert np.array_equal(out, 2 * a)\n"
+        "print(jax.config.jax_compilation_cache_dir)\n")
+    env = {k: v for k, v in os.environ.items() if k != P.COMPILATION_CACHE_ENV}
+    off = subprocess.run([sys.executable, "-c", code, "off", str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.strip() in ("None", "") and not any(tmp_path.iterdir())
+    on = subprocess.run([sys.executable, "-c", code, "on", str(tmp_path)], env=env,
+                        capture_output=True, text=True, timeout=300)
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.strip() == str(tmp_path)
+    assert any(tmp_path.iterdir())
