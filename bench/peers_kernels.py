@@ -208,7 +208,7 @@ def pallas(name, shapes):
         if name == "rmsnorm":
             return jax.jit(lambda a, g: fn(a, g.reshape(1, -1)))
     else:  # flash attention: one q block per program, the kv blocks in a fori_loop
-        (d, s), _, _ = shapes
+        d, s = shapes[0]
 
         def fa(q_ref, k_ref, v_ref, o_ref):
             qt = q_ref[...]
