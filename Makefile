@@ -9,7 +9,7 @@ PY      := $(VENV)/bin/python
 # Jupyter kernel started in notebooks/).  A separate stamp name forces one re-install then.
 STAMP   := $(VENV)/.installed$(if $(wildcard nki_workbench/__init__.py),,-noinit)
 
-.PHONY: install test lab bench lint clean notebooks nbval labext demo chromium
+.PHONY: install test lab bench bench-all lint clean notebooks nbval labext demo chromium
 
 # The JupyterLab extension (extensions/nki_workbench_labext): its built assets are committed, so
 # installing it copies them into the venv and needs no node (see that folder's README.md).
@@ -88,9 +88,15 @@ LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: install
 	$(VENV)/bin/jupyter lab $(LAB_ROOT) $(LAB_ARGS) notebooks/
 
+# The peer table (bench/peers.py: numpy, numpy tiles, interpreter, compiled, auto, Pallas);
+# BENCH_ARGS=--quick for the two-minute version.  bench-all runs every other script too.
+BENCH_ARGS ?=
 bench: install
+	$(PY) bench/peers.py $(BENCH_ARGS)
+
+bench-all: install
 	@set -e; for f in bench/*.py; do \
-		[ -e "$$f" ] || { echo "no bench/*.py"; break; }; \
+		case "$$f" in bench/peers_kernels.py|bench/calibration_kernels.py) continue;; esac; \
 		echo "== $$f"; $(PY) "$$f"; \
 	done
 

@@ -7,9 +7,12 @@ Public face (re-exports only):
 * ``nki_workbench.ir`` — the IR: node types, ``print_kernel`` and ``parse``
 * ``nki_workbench.inspect(kernel, *args)`` — an :class:`Inspection` (outputs, backend_config, IR)
 * ``decode_backend_config`` / ``simulate_backend_config`` — read and run a custom call's config
-* ``SimParams(backend="numpy" | "jax", ...)`` — how to simulate (the one spelling of the backend)
+* ``SimParams(backend="numpy" | "jax" | "auto", ...)`` — how to simulate (the one spelling of
+  the backend)
 * ``tune_malloc()`` — opt into glibc heap tuning for faster simulation (process-wide, so only
   when asked)
+* ``compilation_cache(path=None)`` — opt into an on-disk cache of the compiled simulator's
+  executables (``NKI_WORKBENCH_COMPILATION_CACHE=DIR`` does the same)
 """
 
 from . import compat, ir, nki
@@ -26,14 +29,15 @@ from ._src.errors import (
 from ._src.execution import simulate_backend_config
 from ._src.inspection import Inspection, inspect
 from ._src.options import SimParams
-from ._src.platform import tune_malloc
+from ._src.platform import compilation_cache, tune_malloc
 
 __version__ = "0.1.0"
 
 __all__ = ["nki", "compat", "ir", "NkiError", "NkiWarning", "UninitializedReadWarning",
            "LoopCarriedDependencyWarning", "SimParams", "inspect", "Inspection",
            "decode_backend_config", "simulate_backend_config", "tune_malloc", "__version__",
-           "CompiledFallbackWarning", "SpmdRaceWarning", "BlockDimensionWarning"]
+           "CompiledFallbackWarning", "SpmdRaceWarning", "BlockDimensionWarning",
+           "compilation_cache"]
 
 from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collectives)
 

@@ -411,10 +411,18 @@ def _widen_by_table(arr: np.ndarray) -> np.ndarray:
     return np.take(_widen_table(arr.dtype), arr.view(f"u{arr.dtype.itemsize}"))
 
 
+def _widen_bf16(arr: np.ndarray) -> np.ndarray:
+    # why: a bf16 is the high half of its float32, so a 16-bit shift widens it exactly (every
+    # bit pattern, NaN payloads included) at a third of the cost of ml_dtypes' astype
+    out = np.empty(arr.shape, dtype=np.uint32)
+    np.left_shift(arr.view(np.uint16), 16, out=out, dtype=np.uint32)
+    return out.view(np.float32)
+
+
 # Source dtype -> float32 widening; anything else numeric goes through astype.
 _TO_F32: dict[np.dtype, Callable[[np.ndarray], np.ndarray]] = {
     _F32: lambda arr: arr,
-    bfloat16: lambda arr: _dense(arr).astype(np.float32),
+    bfloat16: _widen_bf16,
     np.dtype(np.float16): _widen_by_table,
     float8_e4m3: _widen_by_table,
     float8_e5m2: _widen_by_table,

@@ -3,8 +3,9 @@
 Everything that simulates goes through here: ``simulate``/``run_traced`` (the numpy kernel
 modes), ``inspect``, the bridges' host callbacks, ``simulate_ranks`` and
 :func:`simulate_backend_config`. It picks the executor from :class:`~.options.SimParams`
-(``backend="numpy"`` interpreter or ``"jax"`` compiled program), runs it, then calls
-:data:`SIM_HOOKS`. Compiled programs are cached per kernel object, a bounded LRU.
+(``backend="numpy"`` interpreter, ``"jax"`` compiled program, ``"auto"``: :func:`auto_backend`
+chooses per call), runs it, then calls :data:`SIM_HOOKS`. Compiled programs are cached per
+kernel object, a bounded LRU.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from .sim.interp import Program
 from .trace.kernel import Traced
 
 __all__ = ["run", "run_program", "program_for", "package_outputs", "SIM_HOOKS",
-           "simulate_backend_config", "config_round_trip_hook", "PROGRAM_CACHE_SIZE"]
+           "simulate_backend_config", "config_round_trip_hook", "PROGRAM_CACHE_SIZE",
+           "auto_backend", "AUTO_COMPILE_FIRST_S", "estimated_interpreter_seconds"]
 
 SIM_HOOKS: list = []
 """Callables ``fn(traced, inputs, params, outputs, backend)`` run after every simulation
@@ -64,6 +66,52 @@ def program_for(kernel: Kernel | Traced) -> Program:
     return _PROGRAMS.store(id(k), (k, Program(k)))[1]
 
 
+AUTO_COMPILE_FIRST_S = 2.0
+"""``backend="auto"`` compiles already on a kernel's first call when its estimated interpreter
+time is above this many seconds (a compile costs 0.1-1 s; below this the first call interprets
+and only a repeat call compiles)."""
+
+# why: measured on the bench kernels (2 cores): ~25 us per executed instruction plus ~2 ns per
+# element it touches; an estimate to rank kernels, not a timing
+_PER_STEP_S, _PER_ELEMENT_S = 25e-6, 2e-9
+_AUTO = LRU(PROGRAM_CACHE_SIZE)  # id(kernel) -> [kernel, calls, choice of later calls]
+
+
+def estimated_interpreter_seconds(kernel: Kernel) -> float:
+    """A static estimate of one interpreter run of ``kernel`` (seconds, machine-independent)."""
+    work = estimate_work(kernel)
+    return work["steps"] * _PER_STEP_S + work["elements"] * _PER_ELEMENT_S
+
+
+def _compilable(kernel: Kernel) -> bool:
+    import importlib.util
+    if importlib.util.find_spec("jax") is None:
+        return False
+    from .sim.jax_static import why_interpreted  # why: imports no jax
+    return why_interpreted(kernel, SimParams()) is None  # (shuffle_affine: per call)
+
+
+def auto_backend(prog: Program, params: SimParams | None) -> str:
+    """The executor ``backend="auto"`` picks for this call of ``prog`` (``"numpy"``/``"jax"``).
+
+    The interpreter on the first call of a kernel specialisation (the kernel IR: shapes,
+    dtypes and constants are part of it) unless its :func:`estimated_interpreter_seconds`
+    exceed :data:`AUTO_COMPILE_FIRST_S`; the compiled program from the second call on. Kernels
+    the compiled program cannot run always interpret.
+    """
+    k = prog.kernel
+    entry = _AUTO.lookup(id(k))
+    if entry is None or entry[0] is not k:
+        compiles = _compilable(k)
+        first = "jax" if compiles and estimated_interpreter_seconds(k) > AUTO_COMPILE_FIRST_S \
+            else "numpy"
+        entry = _AUTO.store(id(k), [k, 0, "jax" if compiles else "numpy", first])
+    entry[1] += 1
+    if params is not None and params.shuffle_affine:
+        return "numpy"  # why: the compiled program has no shuffled order; it would fall back
+    return entry[3] if entry[1] == 1 else entry[2]
+
+
 def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
         observer=None, hooks: bool = True) -> dict:
     """Execute ``traced`` on ``inputs`` and return every output by name.
@@ -81,19 +129,29 @@ def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
         dict: output tensor name -> numpy array (storage dtype).
     """
     backend = "numpy" if observer is not None else selected_backend(params)
-    outs = run_program(program_for(traced), inputs, params, backend, observer=observer)
+    prog = program_for(traced)
+    quiet = backend == "auto"
+    if quiet:
+        backend = auto_backend(prog, params)
+    outs = run_program(prog, inputs, params, backend, observer=observer, quiet=quiet)
     for hook in SIM_HOOKS if hooks else ():
         hook(traced, inputs, params, outs, backend)
     return outs
 
 
 def run_program(prog: Program, inputs: dict, params: SimParams | None, backend: str, *,
-                observer=None) -> dict:
-    """Run a :class:`Program` on the executor ``backend`` names (``"numpy"`` or ``"jax"``)."""
+                observer=None, quiet: bool = False) -> dict:
+    """Run a :class:`Program` on the executor ``backend`` names (numpy, jax or auto).
+
+    ``quiet``: no ``CompiledFallbackWarning`` when the compiled program falls back (the
+    choice was ``"auto"``'s, not the caller's).
+    """
     check_memory(prog, params)
+    if backend == "auto":
+        backend, quiet = auto_backend(prog, params), True
     if backend == "jax":
         from .sim import jax_exec  # why: importing jax costs ~1 s; only the compiled backend pays
-        return jax_exec.run_compiled(prog, inputs, params)
+        return jax_exec.run_compiled(prog, inputs, params, notice=not quiet)
     return prog.run(inputs, params, observer=observer)
 
 
@@ -146,11 +204,13 @@ def _gib(n: int) -> str:
 _DEFAULT = SimParams()
 
 
-def package_outputs(kernel, outs: dict, arrays):
+def package_outputs(kernel, outs: dict, arrays, *, owned: bool = False):
     """Simulator outputs in the kernel's calling convention.
 
     Returns the single array, a tuple/list, or — legacy kernels — writes each output into the
-    matching array of ``arrays`` (parameter order) and returns ``None``.
+    matching array of ``arrays`` (parameter order) and returns ``None``. ``owned``: ``outs``
+    come straight from :func:`run` and nothing else holds them, so arrays the simulation owns
+    alone are handed over without a copy.
     """
     returns = kernel.attr("returns", "single")
     if returns == "none":
@@ -160,10 +220,25 @@ def package_outputs(kernel, outs: dict, arrays):
             dst[...] = D.cast(outs[name], dst.dtype) if dst.dtype != outs[name].dtype \
                 else outs[name]
         return None
-    vals = [np.array(outs[n]) for n in kernel.outputs]
+    seen: set = set()
+    vals = [_handed_out(outs[n], seen) if owned else np.array(outs[n]) for n in kernel.outputs]
     if returns == "single":
         return vals[0]
     return tuple(vals) if returns == "tuple" else vals
+
+
+def _handed_out(x, seen: set):
+    """``x`` as the caller's own writable array: copied unless the simulation owns it alone.
+
+    why: the interpreter's output buffers are fresh arrays nothing else holds, so copying them
+    only cost time (a 4 MiB copy per 1024^2 output); views (the compiled program's read-only
+    device results, an input returned as is) and repeats of one buffer are copied.
+    """
+    if isinstance(x, np.ndarray) and x.flags.owndata and x.flags.writeable and \
+            id(x) not in seen:
+        seen.add(id(x))
+        return x
+    return np.array(x)
 
 
 # why: whatever a malformed IR still trips over inside an executor must reach the caller as an

@@ -1,6 +1,6 @@
 """Run options shared by every layer: :class:`SimParams` (how to simulate).
 
-The one spelling of the simulator backend is ``SimParams(backend="numpy" | "jax")``;
+The one spelling of the simulator backend is ``SimParams(backend="numpy" | "jax" | "auto")``;
 ``backend=None`` leaves the choice to ``NKI_WORKBENCH_SIM_BACKEND`` (default numpy). The older
 ``backend=`` / ``sim_backend=`` keywords of the run functions still work through
 :func:`legacy_backend`, with a :class:`DeprecationWarning`.
@@ -19,7 +19,7 @@ from .errors import NkiError
 __all__ = ["SimParams", "BACKENDS", "DEFAULT_MAX_BYTES", "SIM_BACKEND_ENV", "selected_backend",
            "legacy_backend", "legacy_target"]
 
-BACKENDS = ("numpy", "jax")
+BACKENDS = ("numpy", "jax", "auto")
 DEFAULT_MAX_BYTES = 1 << 30
 """Default :attr:`SimParams.max_bytes`: 1 GiB of tensors per simulation."""
 SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
@@ -61,8 +61,19 @@ class SimParams:
         seed: seed of the random generator (``nl.rand``, ``dropout``, shuffling).
         collective_timeout: seconds a program waits at a collective before failing.
         backend: ``"numpy"`` (the interpreter), ``"jax"`` (the IR compiled to one jitted JAX
-            program: same results) or ``None`` (``NKI_WORKBENCH_SIM_BACKEND``, default numpy).
-            Runs with an instruction observer always interpret.
+            program: same results), ``"auto"`` or ``None`` (``NKI_WORKBENCH_SIM_BACKEND``,
+            default numpy). Runs with an instruction observer always interpret.
+
+            ``"auto"`` picks per call: the interpreter for the first call of a kernel
+            specialisation (no compile to pay for a one-off call), the compiled program from
+            the second call of the same specialisation on, or already on the first call when
+            the kernel's estimated interpreter time (:data:`~.execution.AUTO_COMPILE_FIRST_S`,
+            from its static work estimate) is large. Kernels the compiled program cannot run
+            (interpreter-only opcodes, ``shuffle_affine``, collectives) and machines without
+            jax always interpret, silently (no ``CompiledFallbackWarning``: nothing compiled
+            was asked for). Warnings and errors are the interpreter's either way; values
+            differ between the two only where the executors do (transcendentals by a few
+            float32 ulps, contracted matmuls by one bf16 ulp: ``docs/semantics.md``).
     """
 
     uninitialized: Literal["warn", "error"] = "warn"
@@ -72,7 +83,7 @@ class SimParams:
     max_bytes: int | None = DEFAULT_MAX_BYTES
     seed: int = 0
     collective_timeout: float = 60.0
-    backend: Literal["numpy", "jax"] | None = None
+    backend: Literal["numpy", "jax", "auto"] | None = None
 
     def __post_init__(self):
         if self.uninitialized not in ("warn", "error"):
@@ -85,8 +96,8 @@ class SimParams:
         if self.races not in ("warn", "error"):
             raise ValueError(f"SimParams.races must be 'warn' or 'error', got {self.races!r}")
         if self.backend is not None and self.backend not in BACKENDS:
-            raise ValueError(f"SimParams.backend must be 'numpy', 'jax' or None, got "
-                             f"{self.backend!r}")
+            raise ValueError(f"SimParams.backend must be 'numpy', 'jax', 'auto' or None, "
+                             f"got {self.backend!r}")
 
 
 def legacy_backend(params: SimParams | None, backend: str | None, api: str,

@@ -107,7 +107,7 @@ def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = No
     arrays = bind_inputs(traced, func, args, kwargs)
     k = traced.kernel
     outs = run(traced, {d.name: a for d, a in zip(k.params, arrays, strict=True)}, params)
-    return package_outputs(k, outs, arrays)
+    return package_outputs(k, outs, arrays, owned=True)
 
 
 def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, cache=None,

@@ -26,6 +26,7 @@ import warnings
 from IPython.core import magic_arguments as MA
 from IPython.core.magic import Magics, cell_magic, magics_class
 
+from .._src import pyast
 from .._src.errors import NkiError
 from . import arguments as _args
 
@@ -170,7 +171,7 @@ def replay_warnings(caught: list, filename: str, lineno: int) -> None:
 
 
 def _last_function(code: str) -> str | None:
-    names = [n.name for n in ast.parse(code).body
+    names = [n.name for n in pyast.parse(code).body
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     return names[-1] if names else None
 

@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "nki_workbench"
 # EXACT name only themselves).
 LAYERS = (
     ("base", ("_src", "_src.errors", "_src.dtypes", "_src.tree", "_src.platform", "_src.options",
-              "_src.caching")),
+              "_src.caching", "_src.pyast")),
     ("hw", ("_src.hw", "_src.hw.targets", "_src.hw.cost_targets")),
     ("ir", ("_src.ir",)),
     ("trace", ("_src.trace",)),

@@ -11,9 +11,12 @@ reuses jaxprs and lowerings of equal calls.
   output types; the :class:`~..encode.DumpedConfig` stays in the ``JaxTraceResult``.
 * Lowering (:mod:`.jax_lowering`): on the neuron platform (and any platform without its own
   rule) a ``stablehlo.custom_call @AwsNeuronCustomNativeKernel`` carrying the backend_config; on
-  cpu/cuda/rocm/tpu a host callback that runs the kernel in the simulator.
-* Eager calls (no ``jax.jit``) run the simulator directly.
-* ``vmap``: a batching rule maps the kernel over the batch (``lax.map``, one call per element).
+  cpu/cuda/rocm/tpu the compiled simulator inline (the kernel's IR as JAX operations in the
+  caller's program), or a host callback into the interpreter for kernels it cannot compile.
+* Eager calls (no ``jax.jit``) run the simulator (interpreter) directly.
+* ``vmap``: a batching rule adds a batch level to the call (its ``batch`` parameter); the cpu
+  lowering runs the compiled program under ``jax.vmap`` (one batched computation), the neuron
+  lowering loops over the batch (one custom call per element).
 * ``grad``: a kernel has no derivative of its own; :func:`with_vjp` attaches a backward function
   (``jax.custom_vjp``); differentiating a bare kernel call raises ``wb_jax_no_derivative``.
 """
@@ -142,7 +145,7 @@ class JAXKernel(FrameworkKernel):
         except TypeError as exc:
             raise NkiError(None, f"cannot call kernel '{self.func_name}': {exc}") from None
         trace, operands = self.trace_result(args, kwargs)
-        outs = nki_call_p.bind(*operands, trace=trace)
+        outs = nki_call_p.bind(*operands, trace=trace, batch=())
         dumped = trace.dump()
         if not dumped.kernel_return:
             return outs[0] if len(outs) == 1 else tuple(outs)

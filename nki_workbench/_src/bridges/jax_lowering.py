@@ -10,9 +10,14 @@ platform other than the host):
   and the location ``xla___op_NkiKernelCallImpl`` (HLO metadata ``op_type`` and the tail of
   ``op_name``). Compiling such a module on CPU fails with XLA's ``NOT_FOUND`` (no
   implementation for the target): it is meant for Neuron.
-* cpu, cuda, rocm, tpu — ``jax.pure_callback`` into the simulator (numpy interpreter). The
-  callback copies operands to the host and results back; it cannot be serialised by
-  ``jax.export`` (export for ``neuron`` only).
+* cpu, cuda, rocm, tpu — the compiled simulator inline (:mod:`..sim.jax_inline`): the
+  kernel's IR lowered to JAX operations inside the caller's program, the way Pallas lowers
+  ``interpret=True`` kernels; under ``vmap`` one batched computation. A kernel whose program
+  may need a diagnostic carries a ``lax.cond`` that runs the host interpreter when its check
+  flag is set. Kernels the compiled program cannot run (an opcode without a JAX rule,
+  ``shuffle_affine``, ...) or whose ``sim_params`` say ``backend="numpy"`` get a
+  ``jax.pure_callback`` into the numpy interpreter instead (host runs serialised by a lock);
+  a callback cannot be serialised by ``jax.export`` (export for ``neuron`` only).
 
 A lowering uses the trace that abstract evaluation stored in the :class:`JaxTraceResult`; with
 ``NKI_DONT_CACHE_TRACE_FOR_JAX_LOWERING=TRUE`` it re-traces the kernel from the lowering's
@@ -32,14 +37,18 @@ from jax.interpreters import mlir
 
 from ..encode import DumpedConfig
 from ..errors import NkiError
+from ..semantics import Unsupported
+from ..sim.jax_inline import inline_function
 from .jax_primitive import (
     TRACE_COUNTER,
     JaxTraceResult,
     dumped_in_specs,
+    element_specs,
     nki_call_p,
     operand_spec,
-    run_on_host,
+    run_batched_on_host,
     sim_params_of,
+    unbatched_map,
 )
 
 __all__ = ["TARGET", "OP_NAME", "DONT_CACHE_ENV", "STALE_TRACE_MESSAGE", "StaleTraceError",
@@ -66,13 +75,13 @@ def _dont_cache() -> bool:
     return os.environ.get(DONT_CACHE_ENV, "").strip().upper() in ("TRUE", "1")
 
 
-def lowering_config(ctx, trace: JaxTraceResult) -> DumpedConfig:
+def lowering_config(ctx, trace: JaxTraceResult, batch: tuple = ()) -> DumpedConfig:
     """The config a lowering emits: the stored trace, or a fresh one under the env variable.
 
     Raises:
         StaleTraceError: the stored trace describes other operand or result types.
     """
-    in_specs = tuple(operand_spec(a.shape, a.dtype) for a in ctx.avals_in)
+    in_specs = element_specs(ctx.avals_in, batch)
     if _dont_cache() and trace.kernel is not None:
         TRACE_COUNTER["lowering_retraces"] += 1
         dumped = trace.dump(in_specs, cache=False)
@@ -82,7 +91,7 @@ def lowering_config(ctx, trace: JaxTraceResult) -> DumpedConfig:
     if dumped_in_specs(dumped) != in_specs:
         raise StaleTraceError()
     outs = tuple(operand_spec(s, dt) for s, dt in trace.out_specs(dumped))
-    if outs != tuple(operand_spec(a.shape, a.dtype) for a in ctx.avals_out):
+    if outs != tuple(operand_spec(a.shape[len(batch):], a.dtype) for a in ctx.avals_out):
         raise StaleTraceError()
     return dumped
 
@@ -93,7 +102,12 @@ def _op_location():
         [ir.Location.name(OP_NAME + ":"), ir.Location.current]))
 
 
-def _neuron_rule(ctx, *args, trace: JaxTraceResult):
+def _neuron_rule(ctx, *args, trace: JaxTraceResult, batch: tuple = ()):
+    if batch:  # why: the device runs one kernel call at a time: a loop of custom calls
+        def body(*xs):
+            return unbatched_map(lambda *ops: nki_call_p.bind(*ops, trace=trace, batch=()),
+                                 xs, batch)
+        return mlir.lower_fun(body, multiple_results=True)(ctx, *args)
     dumped = lowering_config(ctx, trace)
     rule = jax.ffi.ffi_lowering(
         TARGET, backend_config=dumped.backend_config, api_version=2,
@@ -110,24 +124,75 @@ def _neuron_rule(ctx, *args, trace: JaxTraceResult):
     return results
 
 
-def _host_callback(dumped: DumpedConfig, params, *arrays):
-    return run_on_host(dumped, arrays, params)
+def _host_call(dumped: DumpedConfig, trace: JaxTraceResult, batch: tuple, xs):
+    """The interpreter on the host for the whole batch: one ``pure_callback``."""
+    lead = tuple(size for size, _ in batch)
+    shapes = [jax.ShapeDtypeStruct(lead + tuple(s), dt) for s, dt in trace.out_specs(dumped)]
+    callback = functools.partial(run_batched_on_host, dumped, params=sim_params_of(trace),
+                                 batch=batch)
+    return jax.pure_callback(lambda *a: callback(a), shapes, *xs, vmap_method="sequential")
 
 
-def _host_rule(ctx, *args, trace: JaxTraceResult):
-    dumped = lowering_config(ctx, trace)
-    shapes = [jax.ShapeDtypeStruct(s, dt) for s, dt in trace.out_specs(dumped)]
-    callback = functools.partial(_host_callback, dumped, sim_params_of(trace))
+def _host_rule(ctx, *args, trace: JaxTraceResult, batch: tuple = ()):
+    dumped = lowering_config(ctx, trace, batch)
 
     def body(*xs):
-        return jax.pure_callback(callback, shapes, *xs, vmap_method="sequential")
+        return _host_call(dumped, trace, batch, xs)
 
     return mlir.lower_fun(body, multiple_results=True)(ctx, *args)
 
 
+def inline_body(dumped: DumpedConfig, trace: JaxTraceResult, batch: tuple):
+    """The compiled simulator as a function of the call's operands, or ``None``.
+
+    ``None`` when the kernel runs only in the interpreter (an opcode without a JAX rule, a run
+    mode the compiled program does not have, or ``SimParams(backend="numpy")`` on the kernel).
+    A kernel whose program may need a diagnostic gets a ``lax.cond``: when its check flag is
+    set, the host interpreter runs the call instead and reports exactly what it finds.
+    """
+    params = sim_params_of(trace)
+    if params is not None and params.backend == "numpy":
+        return None
+    fn = inline_function(dumped.traced.kernel, params)
+    if isinstance(fn, str):
+        return None
+
+    def body(*xs):
+        import jax.numpy as jnp
+        from jax import lax
+        state = {}
+
+        def element(*ops):
+            prog = fn(*ops)
+            state["clean"] = prog.clean
+            return tuple(prog.outs), prog.flag
+
+        run = element
+        for _, flags in reversed(batch):
+            run = jax.vmap(run, in_axes=tuple(0 if f else None for f in flags))
+        outs, flag = run(*xs)
+        if state["clean"]:
+            return list(outs)
+        return list(lax.cond(jnp.any(flag), lambda: tuple(_host_call(dumped, trace, batch, xs)),
+                             lambda: tuple(outs)))
+
+    return body
+
+
+def _sim_rule(ctx, *args, trace: JaxTraceResult, batch: tuple = ()):
+    dumped = lowering_config(ctx, trace, batch)
+    body = inline_body(dumped, trace, batch)
+    if body is not None:
+        try:
+            return mlir.lower_fun(body, multiple_results=True)(ctx, *args)
+        except Unsupported:
+            pass  # why: met while tracing, before anything was emitted: the host fallback
+    return _host_rule(ctx, *args, trace=trace, batch=batch)
+
+
 mlir.register_lowering(nki_call_p, _neuron_rule)
 for _platform in SIMULATOR_PLATFORMS:
-    mlir.register_lowering(nki_call_p, _host_rule, platform=_platform)
+    mlir.register_lowering(nki_call_p, _sim_rule, platform=_platform)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -167,5 +232,5 @@ def custom_call_text(inspection) -> str:
     from .. import dtypes as D
     trace = JaxTraceResult.from_dumped(inspection.dumped)
     specs = [jax.ShapeDtypeStruct(s, D.storage_dtype(dt)) for s, dt in trace.in_specs]
-    return lower_for_neuron(lambda *ops: nki_call_p.bind(*ops, trace=trace), *specs)
+    return lower_for_neuron(lambda *ops: nki_call_p.bind(*ops, trace=trace, batch=()), *specs)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import threading
 
 import jax.numpy as jnp
 import numpy as np
@@ -28,7 +29,8 @@ from ..options import SimParams
 
 __all__ = ["JAX_TO_NKI_DTYPES", "TRACE_COUNTER", "Leaf", "bound_with", "nki_dtype_name",
            "operand_spec", "JaxTraceResult", "dumped_in_specs", "nki_call_p", "nki_call_eval",
-           "run_on_host", "sim_params_of"]
+           "run_on_host", "run_batched_on_host", "sim_params_of", "element_specs",
+           "unbatched_map"]
 
 # jax dtype name -> NKI dtype name; None = rejected (reason in _REJECTED)
 JAX_TO_NKI_DTYPES = {
@@ -168,23 +170,31 @@ nki_call_p = Primitive("nki_call")
 nki_call_p.multiple_results = True
 
 
-def nki_call_eval(*avals, trace: JaxTraceResult):
+def nki_call_eval(*avals, trace: JaxTraceResult, batch: tuple = ()):
     """Abstract evaluation: trace once (through ``dump_config``) and return the output types.
 
     Args:
         *avals: one abstract value per tensor operand.
         trace: the call's :class:`JaxTraceResult`.
+        batch: the ``vmap`` levels the call carries (:func:`batch_levels`), outermost first.
 
     Returns:
-        One ``ShapedArray`` per kernel output.
+        One ``ShapedArray`` per kernel output (with the batch dimensions in front).
     """
     dumped = trace.dump()
-    got = tuple(operand_spec(a.shape, a.dtype) for a in avals)
+    got = element_specs(avals, batch)
     if got != dumped_in_specs(dumped):
         raise NkiError(None, f"kernel '{trace.name}' was traced for operands "
                        f"{_fmt_specs(dumped_in_specs(dumped))} but is bound to "
                        f"{_fmt_specs(got)}")
-    return [ShapedArray(s, dt) for s, dt in trace.out_specs(dumped)]
+    lead = tuple(size for size, _ in batch)
+    return [ShapedArray(lead + tuple(s), dt) for s, dt in trace.out_specs(dumped)]
+
+
+def element_specs(avals, batch: tuple) -> tuple:
+    """``(shape, NKI dtype)`` of one batch element of each operand (batch dimensions removed)."""
+    return tuple(operand_spec(a.shape[sum(1 for _, flags in batch if flags[i]):], a.dtype)
+                 for i, a in enumerate(avals))
 
 
 def _fmt_specs(specs) -> str:
@@ -210,30 +220,70 @@ def sim_params_of(trace: JaxTraceResult):
     return getattr(trace.kernel, "sim_params", None)
 
 
-def _impl(*args, trace: JaxTraceResult):
+_HOST_LOCK = threading.Lock()
+
+
+def run_batched_on_host(dumped: DumpedConfig, arrays, params, batch: tuple) -> list:
+    """:func:`run_on_host` over every element of the ``vmap`` levels ``batch``, stacked.
+
+    Host runs are serialised by one lock: concurrent host callbacks from several threads
+    calling jitted programs are where JAX's CPU runtime was seen to hang (issue 22), and the
+    interpreter gains nothing from running twice at once under the GIL.
+    """
+    sizes = tuple(size for size, _ in batch)
+    arrays = [np.asarray(a) for a in arrays]
+    with _HOST_LOCK:
+        if not batch:
+            return run_on_host(dumped, arrays, params)
+        results = []
+        for index in np.ndindex(*sizes):
+            ops = []
+            for i, a in enumerate(arrays):
+                pick = tuple(j for j, (_, flags) in zip(index, batch, strict=True) if flags[i])
+                ops.append(a[pick] if pick else a)
+            results.append(run_on_host(dumped, ops, params))
+    return [np.stack([r[k] for r in results]).reshape(sizes + results[0][k].shape)
+            for k in range(len(results[0]))]
+
+
+def _impl(*args, trace: JaxTraceResult, batch: tuple = ()):
     """Eager call (no jit): simulate on the host now."""
     dumped = trace.dump()
-    outs = run_on_host(dumped, [np.asarray(a) for a in args], sim_params_of(trace))
+    outs = run_batched_on_host(dumped, args, sim_params_of(trace), batch)
     return [jnp.asarray(o) for o in outs]
 
 
-def _batch(args, dims, *, trace: JaxTraceResult):
-    """vmap: one kernel call per batch element (``lax.map``), batch axis 0 on every output."""
+def _batch(args, dims, *, trace: JaxTraceResult, batch: tuple = ()):
+    """vmap: one more batch level on the call (batch axis 0 on its operands and outputs).
+
+    The lowerings decide how a batched call runs: the compiled program batched by ``jax.vmap``
+    (cpu/gpu), one host callback over the batch, or a loop of custom calls (neuron).
+    """
     # why: JAX marks an unbatched operand with None (batching.not_mapped, not re-exported)
-    batched = [i for i, d in enumerate(dims) if d is not None]
-    moved = tuple(jnp.moveaxis(args[i], dims[i], 0) for i in batched)
-
-    def one(xs):
-        ops = list(args)
-        for i, x in zip(batched, xs, strict=True):
-            ops[i] = x
-        return tuple(nki_call_p.bind(*ops, trace=trace))
-
-    outs = lax.map(one, moved)
+    flags = tuple(d is not None for d in dims)
+    size = next(a.shape[d] for a, d in zip(args, dims, strict=True) if d is not None)
+    ops = [jnp.moveaxis(a, d, 0) if d is not None else a for a, d in zip(args, dims, strict=True)]
+    outs = nki_call_p.bind(*ops, trace=trace, batch=((size, flags),) + tuple(batch))
     return list(outs), [0] * len(outs)
 
 
-def _no_derivative(primals, tangents, *, trace: JaxTraceResult):
+def unbatched_map(fn, ops, batch: tuple):
+    """``fn(*element_operands)`` over the ``vmap`` levels ``batch`` as nested ``lax.map`` loops."""
+    if not batch:
+        return tuple(fn(*ops))
+    (_, flags), rest = batch[0], batch[1:]
+    mapped = [i for i, f in enumerate(flags) if f]
+
+    def one(xs):
+        inner = list(ops)
+        for i, x in zip(mapped, xs, strict=True):
+            inner[i] = x
+        return unbatched_map(fn, inner, rest)
+
+    return lax.map(one, tuple(ops[i] for i in mapped))
+
+
+def _no_derivative(primals, tangents, *, trace: JaxTraceResult, batch: tuple = ()):
     raise NkiError("wb_jax_no_derivative",
                    f"JAX cannot differentiate through NKI kernel '{trace.name}': a kernel has no "
                    "derivative of its own",

@@ -7,19 +7,15 @@ constructors the tracer uses, so the canonical form comes back identical.
 
 from __future__ import annotations
 
-import ast
 import re
-import threading
 
+from .. import pyast
 from . import expr as E
 from . import validate as _validate
 from .nodes import Access, Alloc, Inst, Kernel, Loop, Scalar, TensorDecl
 
 __all__ = ["parse", "parse_expr", "IRParseError"]
 
-# why: CPython 3.11's AST conversion keeps its recursion depth in shared state; concurrent
-# literal_eval calls from several threads fail with "AST constructor recursion depth mismatch"
-_AST_LOCK = threading.Lock()
 
 
 class IRParseError(ValueError):
@@ -222,8 +218,7 @@ def _value(t: _Tokens):
     if kind == "num":
         return float(val) if ("." in val or "e" in val.lower()) else int(val)
     if kind == "str":
-        with _AST_LOCK:
-            return ast.literal_eval(val)
+        return pyast.literal_eval(val)  # why: one lock for all ast use (see _src/pyast)
     if kind == "name" and val in _NAMED:
         return _NAMED[val]
     t.i -= 1

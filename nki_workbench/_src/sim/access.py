@@ -42,7 +42,7 @@ class CompiledAccess:
 
     __slots__ = ("tensor", "decl_shape", "grid", "shape", "dims", "fast", "order", "perm",
                  "slice_shape", "inv_perm", "sorted_shape", "exprs", "whole", "has_dyn", "loc",
-                 "tname")
+                 "tname", "static_key", "size")
 
     def __init__(self, acc: Access, decl_shape: tuple, loc: str | None = None):
         self.tensor = acc.tensor
@@ -59,8 +59,15 @@ class CompiledAccess:
         self.shape = tuple(acc.shape) if acc.shape is not None else self.grid
         self.has_dyn = any(E.dyns(e) for e in index)
         self.fast = None
+        self.static_key = None
+        self.size = int(np.prod(self.shape, dtype=np.int64))
         if not self.has_dyn:
             self._compile_fast(index)
+            if self.fast and not any(d[1] for d in self.dims):
+                try:  # why: no loop variable in the index: one key (and bounds check) for all
+                    self.static_key = self._slices({})
+                except OOBError:
+                    self.static_key = None  # (reported with its message when it runs)
 
     def _compile_fast(self, index):
         lins = [_linear(e) for e in index]
@@ -86,6 +93,8 @@ class CompiledAccess:
 
     # ------------------------------------------------------------------ helpers
     def _slices(self, env):
+        if self.static_key is not None:
+            return self.static_key
         key = []
         for d, (c, vars_, size, k) in enumerate(self.dims):
             start = c
@@ -136,7 +145,7 @@ class CompiledAccess:
             v = data[self._slices(env)]
             if self.perm is not None:
                 v = v.transpose(self.perm)
-            return v.reshape(self.shape)
+            return v if v.shape == self.shape else v.reshape(self.shape)
         arrs = self.index_arrays(env, dyn)
         self.check_bounds(arrs)
         return data[tuple(arrs)].reshape(self.shape)
@@ -147,8 +156,14 @@ class CompiledAccess:
 
     def write(self, data: np.ndarray, value, env, dyn=None) -> None:
         """Store ``value`` (broadcastable to the access shape) into the region."""
+        # why: the write path runs once per instruction; numpy's broadcast_to/reshape cost
+        # microseconds each even when the value already has the access's shape
+        exact = type(value) is np.ndarray and value.shape == self.shape
         if self.whole:
-            data[...] = np.broadcast_to(value, self.shape).reshape(data.shape)
+            if exact and value.shape == data.shape:
+                data[...] = value
+            else:
+                data[...] = np.broadcast_to(value, self.shape).reshape(data.shape)
             return
         if self.fast:
             key = self._slices(env)
@@ -156,7 +171,9 @@ class CompiledAccess:
                 data[key] = np.reshape(np.broadcast_to(value, self.shape), ())
                 return
             region = data[key]
-            v = np.broadcast_to(value, self.shape).reshape(self.sorted_shape)
+            v = value if exact else np.broadcast_to(value, self.shape)
+            if v.shape != self.sorted_shape:
+                v = v.reshape(self.sorted_shape)
             if self.inv_perm is not None:
                 v = v.transpose(self.inv_perm)
             region[...] = v

@@ -38,6 +38,7 @@ from ..errors import (
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar
 from ..ir import expr as E
 from ..options import SimParams
+from ..platform import blas_single_threaded
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.registry import props
 from . import races as _races
@@ -455,8 +456,7 @@ class Program:
         if sel is None:
             ca.write(buf.data, res, st.env, st.dyn)
             if buf.init is not None:
-                if mark is True and (ca.whole or (ca.fast and
-                                                  int(np.prod(ca.shape)) == buf.data.size)):
+                if mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)):
                     buf.init = None
                 else:
                     ca.write(buf.init, mark, st.env, st.dyn)
@@ -544,6 +544,10 @@ class Program:
                            "or jax_exec.run_compiled(program, inputs)")
         params = params or SimParams()
         _tune_malloc()
+        with blas_single_threaded():  # why: tile GEMMs; BLAS threads collapse under load
+            return self._run(inputs, params, observer)
+
+    def _run(self, inputs: dict, params: SimParams, observer) -> dict:
         k = self.kernel
         shared = {}
         for p in k.params:

@@ -51,6 +51,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as D
+from .. import platform as _platform
 from ..errors import CompiledFallbackWarning, warn
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
@@ -87,7 +88,9 @@ __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "c
 CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False} if (os.cpu_count() or 1) <= 4 else {}
 """XLA options of the compiled programs on CPU. On a small CPU (measured on a shared 2-core
 machine) Eigen's threaded tile dots lose to single-threaded ones (the tiled bf16 matmul of
-``bench/compiled_sim.py``: 37 -> 31 ms); larger machines keep XLA's default."""
+``bench/compiled_sim.py``: 37 -> 31 ms); larger machines keep XLA's default. Re-measured on
+larger problems (2 cores, load average ~8): matmul 2048^3 698-978 ms single vs 918-1048 ms
+threaded, softmax 4096^2 673-692 vs 896-1037 ms, so the small-machine choice stays."""
 UNROLL_BUDGET = 64
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
 NESTED_UNROLL_BUDGET = 0
@@ -110,6 +113,7 @@ _LOCK = threading.Lock()
 
 def _jax():
     import jax  # why: importing jax costs ~1 s; only the compiled backend pays it
+    _platform.apply_compilation_cache()  # why: opt-in (a no-op unless requested)
     return jax
 
 
@@ -708,7 +712,8 @@ def _notice(kernel: Kernel, why: str):
              hint="the results are the interpreter's; see semantics.registry.INTERPRETER_ONLY")
 
 
-def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
+def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
+                 notice: bool = True) -> dict:
     """Run ``kernel`` (a :class:`Kernel` or :class:`Program`) as one compiled JAX program.
 
     Same contract as ``Program(kernel).run(inputs, params)``: ``inputs`` maps parameter names
@@ -720,6 +725,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
         kernel: the traced kernel IR (or an interpreter ``Program`` of it).
         inputs: parameter name -> numpy array.
         params: simulation parameters (``SimParams()`` when ``None``).
+        notice: warn (``CompiledFallbackWarning``) when the kernel falls back to the
+            interpreter; ``backend="auto"`` turns it off.
 
     Returns:
         dict: output tensor name -> numpy array.
@@ -746,7 +753,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
                         "flushes to zero")
                 return comp.interpreter().run(inputs, params, backend="numpy")
         if why is not None:
-            _notice(kernel, why)
+            if notice:
+                _notice(kernel, why)
             return comp.interpreter().run(inputs, params, backend="numpy")
         try:
             args, offsets, _ = comp.args(arrays)
@@ -754,7 +762,8 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None) -> dict:
             outs, flag = comp.call(run, args, comp.cvals, comp.zero)
         except Unsupported as exc:
             why = comp.why[key] = str(exc)
-            _notice(kernel, why)
+            if notice:
+                _notice(kernel, why)
             return comp.interpreter().run(inputs, params, backend="numpy")
         comp.remember(inputs, arrays, params, run, args)
     comp.runs += 1

@@ -11,21 +11,20 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
-import threading
+
+from .. import pyast
 
 __all__ = ["statement_at", "in_branch", "condition_source", "annotated_locals"]
 
-_LOCK = threading.Lock()  # why: concurrent ast parsing trips CPython 3.11 (see ir.parser)
 
 
 @functools.lru_cache(maxsize=128)
 def _index(filename: str, text: str):
     """``line -> (innermost statement, its ancestors outermost first)`` of one source text."""
-    with _LOCK:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
-            return {}, None
+    try:
+        tree = pyast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}, None
     out = {}
 
     def visit(node, ancestors):
@@ -111,7 +110,7 @@ def annotated_locals(func) -> dict:
         if name != "tensor":
             continue
         try:
-            shape = ast.literal_eval(node.annotation.slice)
+            shape = pyast.literal_eval(node.annotation.slice)
         except (ValueError, SyntaxError):
             continue
         shape = shape if isinstance(shape, tuple) else (shape,)

@@ -1,0 +1,107 @@
+"""SimParams(backend="auto"): the interpreter for a first call, the compiled program for a
+repeat call of the same specialisation or a large kernel; the interpreter's warnings either way."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nki_workbench.nki.language as nl
+from nki_workbench import SimParams, nki
+from nki_workbench._src import execution
+from nki_workbench._src.errors import CompiledFallbackWarning, UninitializedReadWarning
+
+AUTO = SimParams(backend="auto")
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture
+def executors(monkeypatch):
+    """The executor ``auto`` chose for each simulation, in order."""
+    monkeypatch.delenv("NKI_WORKBENCH_SIM_BACKEND", raising=False)
+    seen = []
+    real = execution.auto_backend
+
+    def choosing(prog, params):
+        seen.append(real(prog, params))
+        return seen[-1]
+    monkeypatch.setattr(execution, "auto_backend", choosing)
+    return seen
+
+
+def _kernel():
+    def scale(a):  # a new function each time: a cold specialisation
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(a.shape[0] // 128):
+            t = nl.load(a[i * 128:(i + 1) * 128, :])
+            nl.store(out[i * 128:(i + 1) * 128, :], nl.exp(nl.multiply(t, 0.5)))
+        return out
+    return nki.jit(scale)
+
+
+def test_first_call_interprets_a_repeat_call_compiles(executors):
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    outs = [nki.simulate_kernel(k, a, params=AUTO) for _ in range(3)]
+    assert executors[:3] == ["numpy", "jax", "jax"]
+    ref = np.exp(a * np.float32(0.5))
+    for out in outs:
+        np.testing.assert_allclose(out, ref, rtol=1e-6)
+    b = RNG.standard_normal((384, 64)).astype(np.float32)  # a new shape: a new specialisation
+    del executors[:]
+    nki.simulate_kernel(k, b, params=AUTO)
+    nki.simulate_kernel(k, b, params=AUTO)
+    assert executors[:2] == ["numpy", "jax"]
+
+
+def test_a_large_kernel_compiles_on_its_first_call(executors, monkeypatch):
+    monkeypatch.setattr(execution, "AUTO_COMPILE_FIRST_S", 0.0)
+    k, a = _kernel(), RNG.standard_normal((128, 64)).astype(np.float32)
+    nki.simulate_kernel(k, a, params=AUTO)
+    assert executors[0] == "jax"
+    traced = k.trace(a)
+    assert execution.estimated_interpreter_seconds(traced.kernel) > 0
+
+
+def reads_half(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    t[:, 0:32] = nl.load(a[:, 0:32])
+    nl.store(out, nl.add(t, 1.0))
+    return out
+
+
+def test_the_same_warnings_on_both_calls(executors):
+    k, a = nki.jit(reads_half), np.ones((128, 64), np.float32)
+    got = []
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = nki.simulate_kernel(k, a, params=AUTO)
+        got.append(sorted({type(x.message).__name__ for x in w}))
+        np.testing.assert_array_equal(out[:, :32], 2.0)
+        assert np.isnan(out[:, 32:]).all()
+    assert "jax" in executors
+    assert got[0] == got[1] and UninitializedReadWarning.__name__ in got[0]
+
+
+def draws(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.load(a), nl.rand(a.shape, dtype=a.dtype)))
+    return out
+
+
+def test_interpreter_only_kernels_interpret_without_a_fallback_warning(executors):
+    k, a = nki.jit(draws), np.zeros((128, 16), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompiledFallbackWarning)
+        first = nki.simulate_kernel(k, a, params=AUTO)
+        second = nki.simulate_kernel(k, a, params=AUTO)
+    assert executors[:2] == ["numpy", "numpy"]
+    np.testing.assert_array_equal(first, second)  # same seed, same interpreter draws
+    assert ((0 <= first) & (first < 1)).all()
+
+
+def test_auto_is_a_backend_name():
+    assert SimParams(backend="auto").backend == "auto"
+    with pytest.raises(ValueError, match="'auto'"):
+        SimParams(backend="fast")
