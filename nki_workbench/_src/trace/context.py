@@ -90,6 +90,9 @@ class TraceContext:
         self.names: set[str] = set()
         self._next_suffix: dict[str, int] = {}  # base -> no smaller free suffix exists
         self.decls: dict[str, TensorDecl] = {}
+        # why: NKI allocates instruction results itself even in directly allocated kernels;
+        # the no-mixing rule applies only to the tensors the kernel declares
+        self.results: set[str] = set()
         self.var_ranges: dict[str, tuple | None] = {}
         self.writes: dict[str, str | None] = {}
         self.reads: set[str] = set()

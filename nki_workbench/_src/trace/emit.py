@@ -162,6 +162,7 @@ def new_tile(shape, dtype, buffer: str = "sbuf", name: str | None = None, api: s
     shape = tuple(int(s) for s in shape)
     check_onchip_shape(shape, 0, dtype, buffer, api)
     decl = ctx.declare(shape, D.name_of(D.canonical(dtype)), buffer, name=name)
+    ctx.results.add(decl.name)
     return NkiTensor(ctx, decl.name)
 
 
@@ -310,12 +311,18 @@ def _retarget(ctx, value, dst, acc: str | None) -> bool:
     inst, alloc = block[pos], block[pos - 1]
     if getattr(alloc, "decl", None) is None or alloc.decl.name != value._name:
         return False
-    if tuple(dst.shape) != tuple(value.shape) or len(inst.outs) != 1:
+    # why: a multi-output instruction (activation_reduce's reduce_res=...) writes its main
+    # result straight into the destination too, as NKI does; its other outputs stay as given
+    mine = [k for k, o in enumerate(inst.outs) if o.tensor == value._name and o.index is None]
+    if tuple(dst.shape) != tuple(value.shape) or len(mine) != 1 or \
+            (len(inst.outs) > 1 and acc is not None):
         return False
     attrs = dict(inst.attrs)
     if acc is not None:
         attrs["acc"] = acc
-    block[pos - 1:] = [Inst(inst.op, (dst._access(),), inst.ins, tuple(sorted(attrs.items())),
+    outs = list(inst.outs)
+    outs[mine[0]] = dst._access()
+    block[pos - 1:] = [Inst(inst.op, tuple(outs), inst.ins, tuple(sorted(attrs.items())),
                             inst.mask, inst.loc)]
     ctx.decls.pop(value._name, None)
     ctx.note_write(dst._name, inst.loc)
