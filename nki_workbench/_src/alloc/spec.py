@@ -30,8 +30,9 @@ from ..trace.buffers import Buffer
 from ..trace.buffers import psum as _auto_psum
 from ..trace.buffers import sbuf as _auto_sbuf
 
-__all__ = ["AllocationConventionWarning", "DirectSpec", "DirectBuffer", "SBUFAllocation", "PSUMAllocation", "resolve_alloc",
-           "is_direct", "direct_blocks", "modulo_index", "DIRECT_KINDS"]
+__all__ = ["AllocationConventionWarning", "DirectSpec", "DirectBuffer", "SBUFAllocation",
+           "PSUMAllocation", "resolve_alloc", "is_direct", "direct_blocks", "modulo_index",
+           "DIRECT_KINDS"]
 
 DIRECT_KINDS = ("alloc", "mod_alloc")
 

@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 from ..ir import Access, walk_insts
+from ..ir.opcodes import OPCODES
 
-__all__ = ["read_and_written"]
+__all__ = ["read_and_written", "starts_accumulation_group"]
+
+
+def starts_accumulation_group(inst, decls) -> bool:
+    """Whether ``inst`` is a TensorE ``+=`` into PSUM, whose unwritten elements count as 0.
+
+    The first matmul of a PSUM accumulation group overwrites the bank instead of adding to it,
+    so ``psum[...] += nisa.nc_matmul(...)`` into a fresh ``nl.ndarray`` (the only way in a
+    directly allocated kernel, where ``nl.zeros`` is refused) accumulates from zero, as NKI's
+    own simulator and published allocated kernels rely on.
+    """
+    if inst.attr("acc") != "add" or not inst.outs:
+        return False
+    info = OPCODES.get(inst.op)
+    if info is None or info.engine != "tensor":
+        return False
+    decl = decls[inst.outs[0].tensor]
+    while decl.base is not None:
+        decl = decls[decl.base]
+    return decl.buffer == "psum"
 
 
 def read_and_written(body, decls) -> set:
