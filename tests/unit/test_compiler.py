@@ -261,6 +261,15 @@ def mixed(a):
     return out
 
 
+def implicit_result(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    t[...] = nl.load(a)
+    e = nl.multiply(t, t)  # an instruction result: NKI allocates it implicitly
+    nl.store(out, value=e)
+    return out
+
+
 def results_psum(a):
     out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.load(a)  # an instruction result: NKI allocates it implicitly
@@ -310,8 +319,8 @@ def test_no_mixing_rule_is_about_declared_tensors():
 
 def test_instruction_results_are_allocated_implicitly_around_direct_tensors():
     a = np.random.default_rng(3).random((128, 512), dtype=np.float32)
-    k = nki.jit(mixed, mode="simulation")
-    np.testing.assert_allclose(k(a), np.exp(a), rtol=1e-5)
+    k = nki.jit(implicit_result, mode="simulation")
+    np.testing.assert_allclose(k(a), a * a, rtol=1e-6)
     occ = occupancy(k.trace(a).kernel)
     sb = {x.tensor: x for x in occ.sbuf.allocations}
     assert sb["t"].kind == "mod_alloc" and (sb["t"].byte_addr, sb["t"].size_bytes) == (0, 2048)
@@ -510,3 +519,73 @@ def test_multi_output_instruction_writes_its_destination_directly():
     kernel = k.trace(a).kernel
     sbuf = [d for d in kernel.decls().values() if d.buffer == "sbuf"]
     assert sorted(d.name for d in sbuf) == ["bias", "s", "x", "y"]  # no temporary result
+
+
+# ----------------------------------------------------------------------------- NKI rejections
+def _allocated(body):
+    def kern(a):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+        t[...] = nl.load(a)
+        r = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
+        body(t, r)
+        nl.store(out, value=r)
+        return out
+    return kern
+
+
+def _no_bias_isa(t, r):
+    r[...] = nisa.activation(op=nl.exp, data=t)  # the rejected line
+
+
+def _no_bias_nl(t, r):
+    r[...] = nl.exp(t)  # the rejected line
+
+
+def _tensor_transpose(t, r):
+    ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.psum.mod_alloc(base_bank=0))
+    ps[...] = nisa.nc_transpose(t, engine=nisa.tensor_engine)  # the rejected line
+    r[...] = nl.copy(ps)
+
+
+def _nl_transpose(t, r):
+    r[...] = nl.transpose(t)  # the rejected line
+
+
+def _matmul_no_transpose_x(t, r):
+    ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.psum.mod_alloc(base_bank=0))
+    ps[...] = nl.matmul(t, t)  # the rejected line
+    r[...] = nl.copy(ps)
+
+
+@pytest.mark.parametrize("body,code", [
+    (_no_bias_isa, "err_bias_tensor_must_be_specified_in_allocation"),
+    (_no_bias_nl, "err_bias_tensor_must_be_specified_in_allocation"),
+    (_tensor_transpose, "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel"),
+    (_nl_transpose, "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel"),
+    (_matmul_no_transpose_x, "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel"),
+])
+def test_allocated_kernel_rejections_name_code_and_line(body, code):
+    with pytest.raises(NkiError) as info:
+        traced(_allocated(body), np.ones((128, 128), np.float32))
+    assert info.value.code == code
+    assert info.value.loc == line_of("the rejected line", body)
+    assert "'t'" in str(info.value)
+
+
+def _with_bias(t, r):
+    bias = nl.ndarray((128, 1), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+    bias[...] = 0
+    ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.psum.mod_alloc(base_bank=0))
+    ps[...] = nl.matmul(t, t, transpose_x=True)
+    r[...] = nisa.activation(op=nl.exp, data=ps, bias=bias, scale=0.01)
+
+
+def test_the_same_kernels_pass_when_auto_allocated_or_written_as_nki_requires():
+    a = np.random.default_rng(8).random((128, 128), dtype=np.float32)
+    for body in (_no_bias_isa, _no_bias_nl, _nl_transpose):
+        k = ncc.force_auto_alloc(nki.jit(_allocated(body), mode="simulation"))
+        ref = a.T if body is _nl_transpose else np.exp(a)
+        np.testing.assert_allclose(k(a), ref, rtol=1e-5)
+    k = nki.jit(_allocated(_with_bias), mode="simulation")
+    np.testing.assert_allclose(k(a), np.exp(0.01 * (a.T @ a)), rtol=1e-4)

@@ -32,7 +32,7 @@ from .liveness import ONCHIP, Liveness, liveness
 from .spec import direct_blocks, is_direct
 
 __all__ = ["Allocation", "AllocationResult", "AllocationOverlapWarning", "allocate",
-           "allocate_pending_tensors", "check_no_mixing", "demand"]
+           "allocate_pending_tensors", "demand"]
 
 
 class AllocationOverlapWarning(NkiWarning):
@@ -372,38 +372,6 @@ def allocate(kernel) -> AllocationResult:
         _CACHE.clear()
     _CACHE[id(kernel)] = (kernel, out)
     return out
-
-
-def check_no_mixing(ctx):
-    """NKI's mixing rule, at the end of a trace: the tensors a kernel *declares* in one buffer.
-
-    All SBUF (resp. PSUM) tensors declared with ``nl.ndarray``/``nl.zeros``... must be either
-    auto or directly allocated. Instruction results (tiles an instruction creates, e.g. an
-    ``nl.exp(...)`` used as an operand) are allocated by the compiler in either case, as NKI
-    does: the allocator places them around the direct tensors.
-
-    Args:
-        ctx: the finished trace context.
-
-    Raises:
-        NkiError: ``wb_alloc_mixed_auto_and_direct`` naming the auto tensor and a direct one.
-    """
-    decls = [d for n, d in ctx.decls.items()
-             if d.buffer in ONCHIP and d.base is None and d.kind == "local"
-             and n not in ctx.results]
-    for buffer in ONCHIP:
-        mine = [d for d in decls if d.buffer == buffer]
-        direct = [d for d in mine if is_direct(d.alloc)]
-        auto = [d for d in mine if not is_direct(d.alloc)]
-        if direct and auto:
-            a, d = auto[0], direct[0]
-            raise NkiError("wb_alloc_mixed_auto_and_direct",
-                           f"{buffer.upper()} tensor '{a.name}' is declared with automatic "
-                           f"allocation while '{d.name}' ({d.loc}) uses "
-                           f"ncc.{buffer}.{d.alloc[0]}: all {buffer} tensors a kernel declares "
-                           "must be either auto or directly allocated", a.loc,
-                           f"declare '{a.name}' with buffer=ncc.{buffer}.alloc/mod_alloc, or "
-                           "decorate the kernel with @ncc.force_auto_alloc")
 
 
 def allocate_pending_tensors(kernel, loc=None):

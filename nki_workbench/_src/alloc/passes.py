@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from ..ir.validate import validate, validate_traces_enabled
 from ..trace.kernel import TRACE_HOOKS, Traced, definition_location, trace_function
-from .allocator import allocate_pending_tensors, check_no_mixing
+from .allocator import allocate_pending_tensors
 from .kernel_opts import begin_trace, kernel_attrs
+from .rules import end_of_trace_rules
 
 __all__ = ["trace_kernel"]
 
 
 def _end_trace(ctx) -> dict:
-    # why: the mixing rule needs to know which tensors are instruction results, which only
-    # the trace context records
-    check_no_mixing(ctx)
+    # why: the allocated-kernel rules need to know which tensors are instruction results,
+    # which only the trace context records
+    end_of_trace_rules(ctx)
     return kernel_attrs(ctx)
 
 
