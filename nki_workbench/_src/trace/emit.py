@@ -18,7 +18,7 @@ from ..hw import get_target
 from ..ir import Access, Inst, Scalar
 from ..ir import expr as E
 from . import context as C
-from .index import IndexExpr
+from .index import IndexExpr, take_pending_and
 from .tensor import NkiTensor
 
 __all__ = ["operand", "mask_expr", "emit", "compute", "new_tile", "assign", "require_tile",
@@ -149,7 +149,7 @@ def mask_expr(mask):
                            "indices", user_location(),
                            "masks compare affine expressions of nl.arange/loop variables/"
                            "program ids with constants, combined with &")
-        return mask.expr
+        return take_pending_and(mask.expr)
     raise NkiError("err_unsupported_expression_in_mask",
                    f"mask must be a comparison of index expressions, got {mask!r}",
                    user_location(), "write mask=(i_p < n) & (i_f < m)")
