@@ -105,3 +105,72 @@ def test_select_reduce_takes_a_bool_predicate():
     ref = np.where(p, a, b)
     np.testing.assert_array_equal(out, ref)
     np.testing.assert_array_equal(red, ref.max(axis=1, keepdims=True))
+
+
+# ----------------------------------------------------------------------------- cumulative
+@nki.jit(mode="simulation")
+def k_cumulative(a, imm0, imm1, op0, op1, cmd, vector):
+    out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    out2 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    i0 = nl.load(imm0) if vector else 0.5
+    i1 = nl.load(imm1) if vector else 3.0
+    dst = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(src=x, dst=dst, op0=op0, op1=op1, imm0=i0, imm1=i1,
+                                  reduce_cmd=cmd)
+    nl.store(out, dst)
+    again = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)  # continues the accumulator
+    nisa.tensor_scalar_cumulative(src=x, dst=again, op0=op0, op1=op1, imm0=i0,
+                                  reduce_cmd=nisa.reduce_cmd.reduce)
+    nl.store(out2, again)
+    return out, out2
+
+
+ACC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum}
+
+
+@pytest.mark.parametrize("op1", ["add", "multiply", "maximum", "minimum"])
+@pytest.mark.parametrize("cmd", ["reset_reduce", "load_reduce"])
+@pytest.mark.parametrize("vector", [False, True])
+def test_tensor_scalar_cumulative_matches_numpy_accumulate(op1, cmd, vector):
+    a = RNG.uniform(0.5, 1.5, (32, 24)).astype(np.float32)
+    imm0 = RNG.uniform(0.0, 1.0, (32, 1)).astype(np.float32)
+    imm1 = RNG.uniform(1.0, 2.0, (32, 1)).astype(np.float32)
+    out, out2 = k_cumulative(a, imm0, imm1, nl.add, getattr(nl, op1), getattr(nisa.reduce_cmd, cmd),
+                             vector)
+    i0, i1 = (imm0, imm1) if vector else (np.float32(0.5), np.float32(3.0))
+    f = ACC[op1]
+    y = (a + i0).astype(np.float32)
+    start = f(i1, y[:, :1]) if cmd == "load_reduce" else y[:, :1]
+    ref = f.accumulate(np.concatenate([start, y[:, 1:]], axis=1), axis=1)
+    np.testing.assert_allclose(out, ref, rtol=1e-5)
+    ref2 = f.accumulate(np.concatenate([f(ref[:, -1:], y[:, :1]), y[:, 1:]], axis=1), axis=1)
+    np.testing.assert_allclose(out2, ref2, rtol=1e-5)
+
+
+def test_tensor_scalar_cumulative_refuses_load_reduce_without_imm1():
+    @nki.jit(mode="simulation")
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        dst = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(src=nl.load(a), dst=dst, op0=nl.add, op1=nl.add, imm0=0.0,
+                                      reduce_cmd=nisa.reduce_cmd.load_reduce)
+        nl.store(out, dst)
+        return out
+    with pytest.raises(NkiError, match="imm1"):
+        k(np.ones((8, 8), np.float32))
+
+
+@nki.jit(mode="simulation")
+def k_optional_input(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    u = nl.load(b) if b else None  # presence test on a kernel argument
+    nl.store(out, t if u is None else nl.add(t, u))
+    return out
+
+
+def test_truth_value_of_a_kernel_argument_tests_presence():
+    a = RNG.random((16, 8), dtype=np.float32)
+    np.testing.assert_allclose(k_optional_input(a, a), 2 * a)
+    np.testing.assert_allclose(k_optional_input(a, None), a)

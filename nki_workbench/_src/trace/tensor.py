@@ -172,6 +172,8 @@ class NkiTensor:
                        "use nl.device_print to look at values during simulation")
 
     def __bool__(self):
+        if self._decl.kind in ("input", "inout") and self._index is None:
+            return True  # why: `x if imm else None` on a kernel argument tests presence in NKI
         raise NkiError("err_ambiguous_tensor_truth_value",
                        f"the truth value of tensor '{self._name}' is ambiguous", user_location(),
                        "use ~, &, | for element-wise logic, mask= or nl.where for conditions, "
