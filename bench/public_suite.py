@@ -97,7 +97,8 @@ def run_folder(folder: pathlib.Path, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = pathlib.Path(tmp) / "report.xml"
         cmd = [sys.executable, "-c", _RUNNER, "-q", "-p", "no:cacheprovider",
-               "-o", "junit_family=xunit1", f"--junitxml={xml}", *args.pytest_args, "."]
+               "--continue-on-collection-errors", "-o", "junit_family=xunit1",
+               f"--junitxml={xml}", *args.pytest_args, "."]
         run = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True,
                              timeout=args.timeout, check=False)
         if not xml.exists():
