@@ -589,3 +589,18 @@ def test_the_same_kernels_pass_when_auto_allocated_or_written_as_nki_requires():
         np.testing.assert_allclose(k(a), ref, rtol=1e-5)
     k = nki.jit(_allocated(_with_bias), mode="simulation")
     np.testing.assert_allclose(k(a), np.exp(0.01 * (a.T @ a)), rtol=1e-4)
+
+
+def psum_only_direct(a):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=ncc.psum.mod_alloc(base_bank=2))
+    ps[...] = nl.matmul(t, t, transpose_x=True)
+    nl.store(out, value=nl.exp(nl.multiply(ps, 0.01)))  # SBUF is auto: the bias fits
+    return out
+
+
+def test_activation_without_bias_is_fine_when_only_psum_is_direct():
+    a = np.random.default_rng(9).random((128, 128), dtype=np.float32)
+    k = nki.jit(psum_only_direct, mode="simulation")
+    np.testing.assert_allclose(k(a), np.exp(0.01 * (a.T @ a)), rtol=1e-4)

@@ -3,9 +3,10 @@
 * :func:`check_no_mixing` — the tensors a kernel *declares* in SBUF (resp. PSUM) are all auto or
   all directly allocated; instruction results are allocated by the compiler either way.
 * :func:`check_allocated_kernel` — what NKI refuses once a kernel allocates directly: an
-  activation without an explicit bias (the compiler would have to allocate a zero bias
-  tile: ``err_bias_tensor_must_be_specified_in_allocation``, which also rules out the
-  activation-table functions of ``nl`` such as ``nl.exp``), and a transpose on TensorE
+  activation without an explicit bias when SBUF is directly allocated (the compiler would have
+  to allocate a zero bias tile: ``err_bias_tensor_must_be_specified_in_allocation``, which
+  also rules out the activation-table functions of ``nl`` such as ``nl.exp``), and a
+  transpose on TensorE
   (``nl.transpose``, ``nisa.nc_transpose`` on the tensor engine, ``nl.matmul`` without
   ``transpose_x=True``: ``err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel``).
 """
@@ -86,12 +87,15 @@ def check_allocated_kernel(ctx):
         NkiError: ``err_bias_tensor_must_be_specified_in_allocation`` or
             ``err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel`` at the line.
     """
-    direct = next((d for d in _declared(ctx) if is_direct(d.alloc)), None)
-    if direct is None:
+    direct = [d for d in _declared(ctx) if is_direct(d.alloc)]
+    if not direct:
         return
-    where = f"'{direct.name}' ({direct.loc}) is directly allocated"
+    # why: the implicit zero bias is an SBUF tile: only direct SBUF leaves no room for it
+    sbuf = next((d for d in direct if d.buffer == "sbuf"), None)
+    where = f"'{direct[0].name}' ({direct[0].loc}) is directly allocated"
     for inst in walk_insts(ctx.blocks[0]):
-        if _activation_without_bias(inst):
+        if sbuf is not None and _activation_without_bias(inst):
+            where = f"'{sbuf.name}' ({sbuf.loc}) is directly allocated"
             raise NkiError("err_bias_tensor_must_be_specified_in_allocation",
                            f"activation '{inst.attr('op') or inst.op}' without a bias tensor in "
                            f"a directly allocated kernel ({where}): the compiler cannot "
