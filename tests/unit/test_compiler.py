@@ -604,3 +604,25 @@ def test_activation_without_bias_is_fine_when_only_psum_is_direct():
     a = np.random.default_rng(9).random((128, 128), dtype=np.float32)
     k = nki.jit(psum_only_direct, mode="simulation")
     np.testing.assert_allclose(k(a), np.exp(0.01 * (a.T @ a)), rtol=1e-4)
+
+
+@ncc.sbuf.alloc
+def _interleaved(idx, pdim_size, fdim_size):
+    return (0, 1024 + (idx[0] % 2) * fdim_size)
+
+
+def decorated_alloc(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, nl.par_dim(128), 64), dtype=a.dtype, buffer=_interleaved)
+    for i in nl.affine_range(4):
+        t[i] = nl.load(a[:, i * 64:(i + 1) * 64])
+        nl.store(out[:, i * 64:(i + 1) * 64], value=t[i])
+    return out
+
+
+def test_sbuf_alloc_used_as_a_decorator():
+    a = np.random.default_rng(10).random((128, 256), dtype=np.float32)
+    k = nki.jit(decorated_alloc, mode="simulation")
+    np.testing.assert_array_equal(k(a), a)
+    sb = [x for x in occupancy(k.trace(a).kernel).sbuf.allocations if x.tensor == "t"]
+    assert sorted(x.byte_addr for x in sb) == [1024, 1280]
