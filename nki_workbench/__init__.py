@@ -44,9 +44,16 @@ from ._src.collectives import simulate_ranks  # noqa: E402  (multi-rank collecti
 __all__.append("simulate_ranks")
 
 # nki.isa simulation warnings / errors (their rules: _src/semantics/isa_*.py)
-from ._src.errors import ActivationRangeWarning, IndirectIndexError, IsaHintWarning  # noqa: E402
+from ._src.errors import (  # noqa: E402
+    ActivationRangeWarning,
+    IndirectIndexError,
+    IsaHintWarning,
+    NkiIndexError,
+    NkiTypeError,
+)
 
-__all__ += ["ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError"]
+__all__ += ["ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError", "NkiIndexError",
+            "NkiTypeError"]
 
 
 # --- notebook layer (lazy: ipywidgets/matplotlib load on first use) --------------------------

@@ -14,8 +14,8 @@ import types
 
 __all__ = ["install", "uninstall", "installed"]
 
-_SUBMODULES = ("language", "language.constants", "isa", "compiler", "typing", "distributed",
-               "distributed.collectives", "nccl", "nccl.collectives")
+_SUBMODULES = ("language", "language.constants", "isa", "isa.constants", "compiler", "typing",
+               "distributed", "distributed.collectives", "nccl", "nccl.collectives")
 _ALIASES = ("neuronxcc", "neuronxcc.nki") + tuple(f"neuronxcc.nki.{m}" for m in _SUBMODULES)
 
 

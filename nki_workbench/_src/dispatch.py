@@ -195,6 +195,9 @@ class GenericKernel:
             concrete kernel class.
     """
 
+    # why: pytest would collect a kernel named test_* (it follows __wrapped__ to a function)
+    __test__ = False
+
     def __init__(self, func, mode: str = "auto", grid=(), **kwargs):
         if mode != "auto" and mode not in _native_mode_map:
             compute_mode((), {}, mode)  # raises the unknown-mode error

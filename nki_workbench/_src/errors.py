@@ -12,7 +12,8 @@ import os
 import sys
 import warnings
 
-__all__ = ["NkiError", "NkiWarning", "UninitializedReadWarning", "LoopCarriedDependencyWarning",
+__all__ = ["NkiError", "NkiIndexError", "NkiTypeError", "numpy_index_error", "NkiWarning",
+           "UninitializedReadWarning", "LoopCarriedDependencyWarning",
            "SpmdRaceWarning", "BlockDimensionWarning",
            "CompiledFallbackWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
@@ -33,12 +34,22 @@ def is_internal(fname: str) -> bool:
 class NkiError(Exception):
     """A kernel is not valid NKI (or fails in simulation).
 
+    ``NkiError(code, ...)`` is an instance of the subclass its code belongs to, so that the
+    built-in exception NKI users catch matches too (the stable hierarchy, ``docs/errors.md``):
+    out-of-bounds codes (``*out_of_bound*``) give :class:`NkiIndexError` (an ``IndexError``),
+    invalid-type codes (``*_invalid_type``) :class:`NkiTypeError` (a ``TypeError``).
+
     Attributes:
         code: the NKI error code, e.g. ``"err_num_partition_exceed_arch_limit"`` (may be ``None``
             where NKI has no code).
         loc: ``"file.py:LINE"`` of the offending kernel line, when known.
         hint: what to change.
     """
+
+    def __new__(cls, code=None, *args, **kwargs):
+        if cls is NkiError:
+            cls = _class_of(code)
+        return super().__new__(cls)
 
     def __init__(self, code: str | None, message: str, loc: str | None = None,
                  hint: str | None = None):
@@ -47,6 +58,11 @@ class NkiError(Exception):
         self.loc = loc
         self.hint = hint
         super().__init__(self._format())
+
+    def __reduce__(self):
+        # why: the default reduce calls the class with the formatted text only, which matches
+        # no subclass's __init__; rebuild from the attributes instead
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
     def _format(self) -> str:
         parts = []
@@ -59,6 +75,58 @@ class NkiError(Exception):
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text
+
+
+class NkiIndexError(NkiError, IndexError):
+    """An access out of bounds (``err_tensor_access_out_of_bound``...): also an ``IndexError``."""
+
+
+class NkiTypeError(NkiError, TypeError):
+    """An operand of the wrong type or dtype (``err_*_invalid_type``): also a ``TypeError``."""
+
+
+#: Former name of the indirect-DMA index error (indirect OOB now raises numpy's IndexError).
+IndirectIndexError = NkiIndexError
+
+
+def _rebuild(cls, args, state):
+    exc = Exception.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
+
+def _class_of(code) -> type:
+    if isinstance(code, str):
+        if "out_of_bound" in code:
+            return NkiIndexError
+        if code.endswith("_invalid_type"):
+            return NkiTypeError
+    return NkiError
+
+
+def numpy_index_error(code: str, message: str, loc: str | None = None,
+                      hint: str | None = None) -> IndexError:
+    """The exact ``IndexError`` NKI's simulator raises for an indirect out-of-bounds access.
+
+    NKI's own tests check ``type(e) is IndexError`` and numpy's text as ``str(e)``; the code,
+    kernel line and hint ride along as attributes (``code``, ``loc``, ``hint``) and as a note
+    that tracebacks print.
+
+    Args:
+        code: the NKI error code.
+        message: numpy's message (``"index 66048 is out of bounds for axis 0 with size 65536"``).
+        loc: the kernel line.
+        hint: what to change.
+
+    Returns:
+        IndexError: to raise.
+    """
+    exc = IndexError(message)
+    exc.code, exc.msg, exc.loc, exc.hint = code, message, loc, hint
+    exc.add_note(f"[{code}]" + (f" at {loc}" if loc else "") + (f"; hint: {hint}" if hint
+                                                                  else ""))
+    return exc
 
 
 class NkiWarning(UserWarning):
@@ -113,10 +181,6 @@ class IsaHintWarning(NkiWarning):
     Undefined: the hardware gives no defined result for this input (e.g. a value that
     ``nc_find_index8`` cannot find).
     """
-
-
-class IndirectIndexError(NkiError, IndexError):
-    """An indirect DMA index is out of bounds with ``oob_mode.error`` (NKI raises IndexError)."""
 
 
 def user_location(skip_pkg: bool = True) -> str | None:

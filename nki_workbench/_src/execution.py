@@ -32,9 +32,10 @@ from .errors import NkiError
 from .ir import IRParseError, Kernel, parse
 from .ir.budget import DEFAULT_BUDGET, estimate_work, over_budget
 from .ir.validate import CODE as INVALID_IR
-from .options import SimParams, legacy_backend, selected_backend
+from .options import SimParams, legacy_backend, selected_backend, selected_numerics
 from .semantics import Unsupported
 from .sim.interp import Program
+from .sim.nki_numerics import nki_simulator_kernel
 from .trace.kernel import Traced
 
 __all__ = ["run", "run_program", "program_for", "package_outputs", "SIM_HOOKS",
@@ -129,7 +130,10 @@ def run(traced: Traced, inputs: dict, params: SimParams | None = None, *,
         dict: output tensor name -> numpy array (storage dtype).
     """
     backend = "numpy" if observer is not None else selected_backend(params)
-    prog = program_for(traced)
+    kernel = traced.kernel
+    if selected_numerics(params) == "nki-simulator":
+        kernel = nki_simulator_kernel(kernel)
+    prog = program_for(kernel)
     quiet = backend == "auto"
     if quiet:
         backend = auto_backend(prog, params)
@@ -332,6 +336,8 @@ def simulate_backend_config(s, *arrays, params=None, backend=None, budget=DEFAUL
     if bad:
         raise NkiError(None, f"simulate_backend_config needs numpy arrays; got other values "
                        f"for {', '.join(bad)}")
+    if selected_numerics(params) == "nki-simulator":
+        prog = program_for(nki_simulator_kernel(k))
     outs = _guarded(k.name, run_program, prog,
                     {d.name: a for d, a in zip(k.params, arrays, strict=True)}, params,
                     selected_backend(params))

@@ -17,12 +17,32 @@ from typing import Literal
 from .errors import NkiError
 
 __all__ = ["SimParams", "BACKENDS", "DEFAULT_MAX_BYTES", "SIM_BACKEND_ENV", "selected_backend",
-           "legacy_backend", "legacy_target"]
+           "legacy_backend", "legacy_target", "NUMERICS", "NUMERICS_ENV", "selected_numerics"]
 
 BACKENDS = ("numpy", "jax", "auto")
 DEFAULT_MAX_BYTES = 1 << 30
 """Default :attr:`SimParams.max_bytes`: 1 GiB of tensors per simulation."""
 SIM_BACKEND_ENV = "NKI_WORKBENCH_SIM_BACKEND"
+NUMERICS = ("hardware", "nki-simulator")
+NUMERICS_ENV = "NKI_WORKBENCH_NUMERICS"
+
+
+def selected_numerics(params: SimParams | None = None) -> str:
+    """The numerics to simulate with: ``params.numerics``, else ``NKI_WORKBENCH_NUMERICS``.
+
+    The environment variable lets unmodified upstream tests (which pass no params) run with
+    ``"nki-simulator"`` numerics; the default is ``"hardware"``.
+
+    Raises:
+        NkiError: ``wb_bad_numerics`` when the environment names no numerics.
+    """
+    if params is not None and params.numerics is not None:
+        return params.numerics
+    value = os.environ.get(NUMERICS_ENV, "").strip().lower() or "hardware"
+    if value not in NUMERICS:
+        raise NkiError("wb_bad_numerics", f"{NUMERICS_ENV}={value!r} is not a numerics mode",
+                       hint=f"use one of {', '.join(NUMERICS)}")
+    return value
 
 
 def selected_backend(params: SimParams | None = None) -> str:
@@ -74,6 +94,11 @@ class SimParams:
             was asked for). Warnings and errors are the interpreter's either way; values
             differ between the two only where the executors do (transcendentals by a few
             float32 ulps, contracted matmuls by one bf16 ulp: ``docs/semantics.md``).
+        numerics: ``"hardware"`` (every tile rounds to its dtype, as the engines do),
+            ``"nki-simulator"`` (as NKI's own simulator: low-precision on-chip tiles are kept
+            in float32, rounding happens only in HBM, ``nisa.dropout`` keeps every element;
+            for comparing against upstream goldens computed that way) or ``None``
+            (``NKI_WORKBENCH_NUMERICS``, default hardware).
     """
 
     uninitialized: Literal["warn", "error"] = "warn"
@@ -84,6 +109,7 @@ class SimParams:
     seed: int = 0
     collective_timeout: float = 60.0
     backend: Literal["numpy", "jax", "auto"] | None = None
+    numerics: Literal["hardware", "nki-simulator"] | None = None
 
     def __post_init__(self):
         if self.uninitialized not in ("warn", "error"):
@@ -95,6 +121,9 @@ class SimParams:
                              f"{self.max_bytes!r}")
         if self.races not in ("warn", "error"):
             raise ValueError(f"SimParams.races must be 'warn' or 'error', got {self.races!r}")
+        if self.numerics is not None and self.numerics not in NUMERICS:
+            raise ValueError(f"SimParams.numerics must be 'hardware' or 'nki-simulator', got "
+                             f"{self.numerics!r}")
         if self.backend is not None and self.backend not in BACKENDS:
             raise ValueError(f"SimParams.backend must be 'numpy', 'jax', 'auto' or None, "
                              f"got {self.backend!r}")

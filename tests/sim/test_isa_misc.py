@@ -17,7 +17,7 @@ A3 = ["activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats",
       "scalar_tensor_tensor", "select_reduce", "sequence_bounds", "tensor_copy",
       "tensor_copy_dynamic_dst", "tensor_copy_dynamic_src", "tensor_copy_predicated",
       "tensor_partition_reduce", "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce",
-      "tensor_tensor", "tensor_tensor_scan"]
+      "tensor_tensor", "tensor_tensor_scan", "tensor_scalar_cumulative"]
 
 
 def test_every_appendix_a3_name_is_public_and_callable():
@@ -37,7 +37,9 @@ def test_enum_values_and_aliases():
     assert nisa.tensor_engine is nisa.engine.tensor and nisa.vector_engine == 5
     assert nisa.scalar_engine == 2 and nisa.gpsimd_engine == 3 and nisa.unknown_engine == 0
     assert nisa.dma_engine == nisa.engine.dma
-    assert [c.value for c in nisa.reduce_cmd] == [0, 1, 2, 3]
+    assert [c.value for c in nisa.reduce_cmd][:4] == [0, 1, 2, 3]
+    assert [c.name for c in nisa.reduce_cmd] == ["idle", "reset", "reduce", "reset_reduce",
+                                                 "load_reduce"]
     assert (nisa.dge_mode.none, nisa.dge_mode.swdge, nisa.dge_mode.hwdge,
             nisa.dge_mode.unknown) == (0, 1, 2, 3)
     assert (nisa.oob_mode.error, nisa.oob_mode.skip) == (0, 1)

@@ -96,8 +96,10 @@ def test_compat_alias_resolves_neuronxcc_imports():
     from neuronxcc import nki as alias_nki
     nl2 = importlib.import_module("neuronxcc.nki.language")
     assert alias_nki is nki and nl2 is nl
-    for sub in ("isa", "compiler", "typing", "language.constants"):
+    for sub in ("isa", "compiler", "typing", "language.constants", "isa.constants"):
         importlib.import_module(f"neuronxcc.nki.{sub}")
+    from neuronxcc.nki.isa.constants import dge_mode  # the SDK's dma_transpose doc test
+    assert dge_mode is nki.isa.constants.dge_mode
     assert compat.installed()
 
 

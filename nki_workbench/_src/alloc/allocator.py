@@ -177,8 +177,10 @@ def _place_sbuf(items, cap, align, insts, placed_fixed=()):
 
 
 # ----------------------------------------------------------------------------- auto PSUM
-def _place_psum(items, tgt, insts):
+def _place_psum(items, tgt, insts, placed_fixed=()):
     banks: list[list] = [[] for _ in range(tgt.psum_banks)]
+    for p in placed_fixed:
+        banks[p.bank].append(p)
     out = []
     bb = tgt.psum_bank_bytes
     for it in sorted(items, key=lambda i: (i.life.start, i.life.order, i.name)):
@@ -200,7 +202,8 @@ def _place_psum(items, tgt, insts):
             if spot is not None:
                 break
         if spot is None:
-            _oversubscribed("psum", it, out, tgt.psum_bytes_per_partition, insts, 128,
+            _oversubscribed("psum", it, list(placed_fixed) + out, tgt.psum_bytes_per_partition,
+                            insts, 128,
                             banks=tgt.psum_banks)
         rec = _record(it, "psum", 0, spot[1], "auto", spot[0], bb)
         out.append(rec)
@@ -355,10 +358,12 @@ def allocate(kernel) -> AllocationResult:
         if stack and items:
             recs += _place_stack(items, buffer, tgt, live.insts)
         elif buffer == "sbuf" and items:
+            # why: in a directly allocated kernel the auto tensors are instruction results,
+            # placed in the space the direct tensors leave free while they are live
             recs += _place_sbuf(items, tgt.total_available_sbuf_size, tgt.sbuf_min_align,
-                                live.insts)
+                                live.insts, placed_fixed=tuple(recs))
         elif items:
-            recs += _place_psum(items, tgt, live.insts)
+            recs += _place_psum(items, tgt, live.insts, placed_fixed=tuple(recs))
         strategy[buffer] = ("stack" if stack else "auto") if auto else \
             ("direct" if direct else "none")
         res[buffer] = tuple(sorted(recs, key=lambda a: (a.live[0], a.offset, a.name)))
@@ -367,25 +372,6 @@ def allocate(kernel) -> AllocationResult:
         _CACHE.clear()
     _CACHE[id(kernel)] = (kernel, out)
     return out
-
-
-def _check_no_mixing(kernel):
-    decls = [d for d in kernel.decls().values()
-             if d.buffer in ONCHIP and d.base is None and d.kind == "local"]
-    for buffer in ONCHIP:
-        mine = [d for d in decls if d.buffer == buffer]
-        direct = [d for d in mine if is_direct(d.alloc)]
-        auto = [d for d in mine if not is_direct(d.alloc)]
-        if direct and auto:
-            a, d = auto[0], direct[0]
-            raise NkiError("wb_alloc_mixed_auto_and_direct",
-                           f"{buffer.upper()} tensor '{a.name}' is auto-allocated while "
-                           f"'{d.name}' ({d.loc}) uses ncc.{buffer}.{d.alloc[0]}: all {buffer} "
-                           "tensors of a kernel, instruction results included, must be either "
-                           "auto or directly allocated", a.loc,
-                           f"declare '{a.name}' with buffer=ncc.{buffer}.alloc/mod_alloc and "
-                           "write into it (t[...] = nl.load(x)), or decorate the kernel with "
-                           "@ncc.force_auto_alloc")
 
 
 def allocate_pending_tensors(kernel, loc=None):
@@ -399,5 +385,4 @@ def allocate_pending_tensors(kernel, loc=None):
         AllocationResult
     """
     check_kernel_fields(kernel, loc)
-    _check_no_mixing(kernel)
     return allocate(kernel)

@@ -12,8 +12,16 @@ from ..ir.validate import validate, validate_traces_enabled
 from ..trace.kernel import TRACE_HOOKS, Traced, definition_location, trace_function
 from .allocator import allocate_pending_tensors
 from .kernel_opts import begin_trace, kernel_attrs
+from .rules import end_of_trace_rules
 
 __all__ = ["trace_kernel"]
+
+
+def _end_trace(ctx) -> dict:
+    # why: the allocated-kernel rules need to know which tensors are instruction results,
+    # which only the trace context records
+    end_of_trace_rules(ctx)
+    return kernel_attrs(ctx)
 
 
 def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
@@ -33,7 +41,7 @@ def trace_kernel(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
         Traced
     """
     traced = trace_function(func, args, kwargs, grid=grid, target=target, hook=hook,
-                            mapper=mapper, begin=begin_trace, end=kernel_attrs)
+                            mapper=mapper, begin=begin_trace, end=_end_trace)
     allocate_pending_tensors(traced.kernel, definition_location(func))
     if validate_traces_enabled():  # debug switch: NKI_WORKBENCH_VALIDATE_IR=1
         validate(traced.kernel)

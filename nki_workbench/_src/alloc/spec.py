@@ -16,21 +16,23 @@ so the IR stays printable/parsable and later stages never call user code again.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import NkiError, user_location
+from ..errors import NkiError, NkiWarning, user_location, warn
 from ..hw import get_target
 from ..trace import context as C
 from ..trace.buffers import Buffer
 from ..trace.buffers import psum as _auto_psum
 from ..trace.buffers import sbuf as _auto_sbuf
 
-__all__ = ["DirectSpec", "DirectBuffer", "SBUFAllocation", "PSUMAllocation", "resolve_alloc",
-           "is_direct", "direct_blocks", "modulo_index", "DIRECT_KINDS"]
+__all__ = ["AllocationConventionWarning", "DirectSpec", "DirectBuffer", "SBUFAllocation",
+           "PSUMAllocation", "resolve_alloc", "is_direct", "direct_blocks", "modulo_index",
+           "DIRECT_KINDS"]
 
 DIRECT_KINDS = ("alloc", "mod_alloc")
 
@@ -113,8 +115,9 @@ class _Allocator:
         """Direct allocation by a function evaluated at trace time for every logical block.
 
         Args:
-            func: ``func(idx, pdim_size, fdim_size)``; ``idx`` is the block index tuple,
-                ``pdim_size`` the partitions of one tile, ``fdim_size`` its bytes per partition.
+            func: called as ``func(idx=..., pdim_size=..., fdim_size=...)`` (keywords, as NKI
+                calls it); ``idx`` is the block index tuple, ``pdim_size`` the partitions of
+                one tile, ``fdim_size`` its bytes per partition.
                 Returns ``(start_partition, byte_addr)`` for SBUF and
                 ``(bank_id, start_partition, byte_addr)`` for PSUM.
 
@@ -209,6 +212,47 @@ class PSUMAllocation(_Allocator):
 
 
 # ----------------------------------------------------------------------------- evaluation
+_KEYWORDS = ("idx", "pdim_size", "fdim_size")
+
+
+class AllocationConventionWarning(NkiWarning):
+    """An allocation function cannot take NKI's keyword call; it was called positionally."""
+
+
+def _caller(spec: DirectSpec, name: str, loc):
+    """How to call an allocation function: by keyword, as NKI does, else positionally.
+
+    NKI calls ``func(idx=..., pdim_size=..., fdim_size=...)``, so a function declared with
+    extra parameters bound by ``functools.partial`` (``partial(f, bank_map=m)`` with
+    ``def f(bank_map, idx, pdim_size, fdim_size)``) works; a function whose parameters have
+    other names would fail on NKI and is called positionally here with a warning.
+    """
+    func = spec.func
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):  # why: builtins/C callables have no signature to check
+        return lambda idx, p, f: func(idx=idx, pdim_size=p, fdim_size=f)
+    try:
+        sig.bind(idx=(), pdim_size=0, fdim_size=0)
+    except TypeError:
+        pass
+    else:
+        return lambda idx, p, f: func(idx=idx, pdim_size=p, fdim_size=f)
+    try:
+        sig.bind((), 0, 0)
+    except TypeError:
+        raise NkiError("wb_alloc_bad_argument",
+                       f"allocation function of '{name}' ({_funcname(func)}{sig}) cannot be "
+                       "called as func(idx=..., pdim_size=..., fdim_size=...)", loc,
+                       "declare it as def func(idx, pdim_size, fdim_size) (extra parameters "
+                       "bound with functools.partial)") from None
+    warn(AllocationConventionWarning,
+         f"allocation function of '{name}' ({_funcname(func)}{sig}) does not take the keyword "
+         "arguments idx, pdim_size, fdim_size that NKI passes; called positionally here, it "
+         "fails on NKI", loc, "name its parameters idx, pdim_size, fdim_size")
+    return func
+
+
 def _ints(result, n: int, what: str, loc):
     ok = isinstance(result, (tuple, list)) and len(result) == n and all(
         isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in result)
@@ -297,10 +341,11 @@ def resolve_alloc(buf: Buffer, shape: tuple, par_dim: int, dtype, name: str, api
     blocks, pdim = tuple(shape[:par_dim]), int(shape[par_dim])
     fdim = int(np.prod(shape[par_dim + 1:], dtype=np.int64)) * D.itemsize(D.canonical(dtype))
     n, what, check = _CHECKS[buf.name]
+    call = _caller(spec, name, loc)
     out = []
     for idx in itertools.product(*[range(b) for b in blocks]):
         try:
-            res = spec.func(tuple(idx), pdim, fdim)
+            res = call(tuple(idx), pdim, fdim)
         except NkiError:
             raise
         except Exception as exc:  # why: any failure of user code is reported as such

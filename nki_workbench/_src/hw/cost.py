@@ -529,6 +529,9 @@ _reg("tensor_scalar_reduce", "vector",
      _maxii("N", extra_ii=1, src="hw §3 tensor_scalar_reduce [ISA-old]"))
 _reg("tensor_tensor", "vector", _tensor_tensor)
 _reg("tensor_tensor_scan", "vector", _maxii("N", 2, src="hw §3 tensor_tensor_scan [ISA-old]"))
+# (?) priced as tensor_tensor_scan: one pass, a dependent ALU step per element
+_reg("tensor_scalar_cumulative", "vector",
+     _maxii("N", 2, src="as tensor_tensor_scan (hw §3 [ISA-old]) (?)"))
 _reg("tensor_partition_reduce sequence_bounds builtin_custom_op", "gpsimd", _GP)
 # --- nki.language operations (nl opcode names; engines from ir.opcodes)
 _reg("copy broadcast_to", "vector", _maxii("N", family="copy", side="outs",

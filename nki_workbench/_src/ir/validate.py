@@ -123,6 +123,7 @@ _EXTRA: dict[str, tuple] = {
     "activation": _ISA + _WITH_RES, "activation_reduce": _ISA + _WITH_RES,
     "tensor_tensor": _ISA + ("op",), "tensor_scalar": _ISA + _ALU2,
     "scalar_tensor_tensor": _ISA + _ALU2, "tensor_tensor_scan": _ISA + _ALU2,
+    "tensor_scalar_cumulative": _ISA + ("op0", "op1", "reduce_cmd"),
     "tensor_reduce": _ISA + _REDUCE + ("op", "negate"), "tensor_partition_reduce": _ISA + ("op",),
     "tensor_scalar_reduce": _ISA + ("op0", "reduce_op", "dtypes"),
     "tensor_copy": _ISA + ("via_fp32",), "tensor_copy_dynamic_src": _ISA,

@@ -56,6 +56,7 @@ from .tensor_ops import (
     tensor_partition_reduce,
     tensor_reduce,
     tensor_scalar,
+    tensor_scalar_cumulative,
     tensor_scalar_reduce,
     tensor_tensor,
     tensor_tensor_scan,
@@ -71,6 +72,8 @@ OPCODES = {
     "tensor_scalar": ("vector", "binary", "(data op0 operand0) op1 operand1, [P,1] operands"),
     "scalar_tensor_tensor": ("vector", "binary", "(data op0 operand0) op1 tile"),
     "tensor_tensor_scan": ("vector", "isa", "scan along the free dim with two ALU ops"),
+    "tensor_scalar_cumulative": ("vector", "isa", "op0 with a scalar, then an op1 scan along the "
+                                 "free dim from the accumulator registers"),
     "tensor_reduce": ("vector", "reduce", "ALU reduction along free axes"),
     "tensor_partition_reduce": ("gpsimd", "reduce", "ALU reduction across partitions"),
     "tensor_scalar_reduce": ("vector", "isa", "tensor_scalar + reduction into reduce_res"),
@@ -105,7 +108,8 @@ __all__ = [
     "select_reduce", "sequence_bounds", "tensor_copy", "tensor_copy_dynamic_dst",
     "tensor_copy_dynamic_src", "tensor_copy_predicated", "tensor_partition_reduce",
     "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor",
-    "tensor_tensor_scan", "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "fp32",
+    "tensor_tensor_scan", "tensor_scalar_cumulative", "engine", "reduce_cmd", "dge_mode",
+    "oob_mode", "nc_version", "fp32",
     "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",
     "dma_engine", "sync_engine", "register_custom_op", "OPCODES",
 ]

@@ -197,8 +197,9 @@ def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None,
                     f"and on_true {list(on_true.shape)} must have the same shape")
     if D.name_of(on_true.dtype) in ("tfloat32", "int32", "uint32"):
         raise K.err(None, f"{api}: on_true cannot be {D.name_of(on_true.dtype)}")
-    if D.name_of(predicate.dtype) not in ("int8", "uint8", "int16", "uint16"):
-        raise K.err(None, f"{api}: predicate must be int8/uint8/int16/uint16, got "
+    # why: a bool tile is one byte per element like uint8; NKI's own tests pass np.bool_ data
+    if D.name_of(predicate.dtype) not in ("bool", "int8", "uint8", "int16", "uint16"):
+        raise K.err(None, f"{api}: predicate must be bool/int8/uint8/int16/uint16, got "
                     f"{D.name_of(predicate.dtype)}")
     K.no_both_psum(api, on_true, predicate, "on_true", "predicate")
     p = dst.shape[0]

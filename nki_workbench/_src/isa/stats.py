@@ -6,6 +6,8 @@ Statistics, top-8 search and cross-partition moves: ``bn_stats``, ``bn_aggr``, `
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as D
 from ..ir import Scalar
 from ..trace.index import IndexExpr
@@ -155,7 +157,9 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
     api = "nisa.nc_match_replace8"
     _data8(api, data, "data")
     _vals8(api, vals, data)
-    if isinstance(imm, bool) or not isinstance(imm, (int, float)):
+    # why: NKI's own tests pass imm=np.float32(...); any real numpy scalar is a compile-time float
+    if isinstance(imm, (bool, np.bool_)) or not isinstance(imm, (int, float, np.integer,
+                                                                 np.floating)):
         raise K.err(None, f"{api}: imm must be a float32 scalar, got {imm!r}")
     dt = D.canonical(dtype) if dtype is not None else data.dtype
     ins = [data, vals, Scalar(float(imm))]

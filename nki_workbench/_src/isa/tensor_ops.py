@@ -12,6 +12,7 @@ from ..ir import Scalar
 from ..lang.alu import REDUCIBLE
 from ..lang.common import axes_of
 from . import common as K
+from .enums import reduce_cmd as _cmd
 
 __all__ = ["tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "tensor_tensor_scan",
            "tensor_reduce", "tensor_partition_reduce", "tensor_scalar_reduce", "reciprocal"]
@@ -189,6 +190,48 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     return K.compute("tensor_tensor_scan", [data0, data1, init], data0.shape, dt, "vector",
                      mask=mask, api=api, attrs={"op0": n0, "op1": n1, "reverse0": bool(reverse0),
                                                 "reverse1": bool(reverse1)})
+
+
+_SCAN_OPS = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
+
+
+def tensor_scalar_cumulative(src, dst, op0, op1, imm0, imm1=None, reduce_cmd=_cmd.reset_reduce,
+                             *, mask=None, **kwargs):
+    """``dst[:, j] = op1(acc, src[:, j] <op0> imm0)`` accumulated along the free dim (VectorE).
+
+    The accumulator (one per partition, the Vector Engine's registers) starts by ``reduce_cmd``:
+    ``reset_reduce``/``reset``/``idle`` at ``op1``'s identity, ``load_reduce`` at ``imm1``,
+    ``reduce`` where the previous cumulative instruction left it; it ends as the last column.
+
+    Args:
+        src: input tile ``[P, F...]``.
+        dst: destination tile with ``src``'s partitions and elements per partition.
+        op0: ALU operator applied with ``imm0``.
+        op1: the scan operator: add, subtract, multiply, max or min.
+        imm0: scalar or ``[P, 1]`` tile.
+        imm1: scalar or ``[P, 1]`` tile, the initial accumulator of ``load_reduce``.
+        reduce_cmd: a ``nisa.reduce_cmd``.
+        mask: compile-time predicate.
+        **kwargs: other NKI keyword arguments (accepted and ignored).
+    """
+    api = "nisa.tensor_scalar_cumulative"
+    K.tile(src, api, "src")
+    K.tile(dst, api, "dst")
+    if dst.shape[0] != src.shape[0] or K.free_size(dst) != K.free_size(src):
+        raise K.err(None, f"{api}: dst {list(dst.shape)} must have src's partitions and "
+                    f"elements per partition ({list(src.shape)})")
+    n0, n1 = K.alu(op0, api, "op0"), K.alu(op1, api, "op1")
+    if n1 not in _SCAN_OPS:
+        raise K.err(None, f"{api}: op1 must be add, subtract, multiply, max or min, got {n1}")
+    cmd = K.cmd_name(reduce_cmd, api)
+    if cmd == "load_reduce" and imm1 is None:
+        raise K.err(None, f"{api}: reduce_cmd=load_reduce loads the accumulator from imm1, "
+                    "which is None", "pass imm1 (a scalar or a [P, 1] tile)")
+    p = src.shape[0]
+    o0 = K.scalar_or_vector(imm0, p, api, "imm0")
+    o1 = K.scalar_or_vector(imm1, p, api, "imm1") if imm1 is not None else Scalar(0.0)
+    K.emit("tensor_scalar_cumulative", [dst], [src, o0, o1], "vector", mask=mask, api=api,
+           attrs={"op0": n0, "op1": n1, "reduce_cmd": cmd, "dtype": D.name_of(dst.dtype)})
 
 
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False,

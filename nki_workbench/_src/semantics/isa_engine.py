@@ -14,9 +14,9 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import ActivationRangeWarning, IsaHintWarning, UninitializedReadWarning, warn
-from .isa_alu import align, alu, free_reduce, sel_like
+from .isa_alu import align, alu, free_reduce, scan, sel_like
 from .nl import unary
-from .numerics import value_rule
+from .numerics import REDUCE_IDENTITY, value_rule
 from .registry import VALID_RANGE
 
 __all__ = ["regs", "readout"]
@@ -143,6 +143,44 @@ def _nc_transpose(P, ex):
         bad = ~xp.all(xp.isfinite(P.f32(x)), axis=0)
         res = xp.where(bad[:, None], np.float32(np.nan), P.f32(res))
     return res
+
+
+# ----------------------------------------------------------------------------- cumulative
+@value_rule("tensor_scalar_cumulative")
+def _tensor_scalar_cumulative(P, ex):
+    x, i0, i1 = ex.ins
+    a = ex.attrs
+    shape = ex.out_shape
+    p = shape[0]
+    op, cmd = a["op1"], a["reduce_cmd"]
+    y = P.f32(alu(P, a["op0"], P.f32(x).reshape(p, -1), P.f32(align(i0, 2))))
+    # why: the Vector Engine's per-partition accumulator carries the scan between instructions
+    P.unsupported("nisa.tensor_scalar_cumulative (the vector engine's registers)")
+    file = ex.state.regs
+    if cmd == "load_reduce":
+        start = np.broadcast_to(P.f32(i1).reshape(-1), (p,)).astype(np.float32)
+    elif cmd == "reduce":
+        r = file.get("vector")
+        start = np.full(p, np.nan, np.float32) if r is None else r[:p].copy()
+        if np.isnan(start).any():
+            warn(UninitializedReadWarning, "'tensor_scalar_cumulative' continues the vector "
+                 "engine's accumulator before any reset", ex.inst.loc,
+                 "start the chain with reduce_cmd=nisa.reduce_cmd.reset_reduce or load_reduce")
+    else:
+        start = None
+    ys = P.f32(y.T)
+    if start is None:  # why: reset: the first column is the accumulator's first value
+        head = ys[:1] if op not in REDUCE_IDENTITY else \
+            P.f32(alu(P, op, np.full((1, p), REDUCE_IDENTITY[op], np.float32), ys[:1]))
+        rest = scan(P, lambda c, col: P.f32(alu(P, op, c, col)), head[0], (ys[1:],))
+        res = np.concatenate([head, rest]) if ys.shape[0] > 1 else head
+    else:
+        res = scan(P, lambda c, col: P.f32(alu(P, op, c, col)), start, (ys,))
+    if cmd != "idle":
+        if file.get("vector") is None:
+            file["vector"] = np.full(128, np.nan, dtype=np.float32)
+        file["vector"][:p] = res[-1]
+    return np.asarray(res).T.reshape(shape)
 
 
 # ----------------------------------------------------------------------------- selections

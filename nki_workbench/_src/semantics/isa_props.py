@@ -13,6 +13,8 @@ INTERPRETER_ONLY = {
     "tensor_scalar_reduce": "two destinations (the data and reduce_res)",
     "range_select": "the VectorE accumulator registers (reduce_cmd) and a second destination",
     "select_reduce": "the VectorE accumulator registers (reduce_cmd) and a second destination",
+    "tensor_scalar_cumulative": "the VectorE accumulator registers carry the scan between "
+                                "instructions (reduce_cmd=reduce)",
     "nc_match_replace8": "two destinations; a value absent from the data warns (data-dependent)",
     "nc_find_index8": "a value absent from the data warns (data-dependent)",
     "local_gather": "an index outside the partition raises (data-dependent)",

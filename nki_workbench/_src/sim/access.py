@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NkiError
+from ..errors import NkiIndexError
 from ..ir import Access
 from ..ir import expr as E
 
 __all__ = ["CompiledAccess", "OOBError"]
 
 
-class OOBError(NkiError):
+class OOBError(NkiIndexError):
     """An access left its tensor at run time."""
 
 

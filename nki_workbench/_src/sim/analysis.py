@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from ..ir import Access, Alloc, Loop, walk_insts, walk_stmts
 from ..ir import expr as E
+from ..ir.opcodes import OPCODES
 
-__all__ = ["read_and_written", "overlapping_writes", "shared_overlaps", "root"]
+__all__ = ["read_and_written", "overlapping_writes", "shared_overlaps", "root",
+           "starts_accumulation_group"]
 
 
 def root(name, decls):
@@ -29,6 +31,25 @@ def root(name, decls):
     while decls[name].base is not None:
         name = decls[name].base
     return name
+
+
+def starts_accumulation_group(inst, decls) -> bool:
+    """Whether ``inst`` is a TensorE ``+=`` into PSUM, whose unwritten elements count as 0.
+
+    The first matmul of a PSUM accumulation group overwrites the bank instead of adding to it,
+    so ``psum[...] += nisa.nc_matmul(...)`` into a fresh ``nl.ndarray`` (the only way in a
+    directly allocated kernel, where ``nl.zeros`` is refused) accumulates from zero, as NKI's
+    own simulator and published allocated kernels rely on.
+    """
+    if inst.attr("acc") != "add" or not inst.outs:
+        return False
+    info = OPCODES.get(inst.op)
+    if info is None or info.engine != "tensor":
+        return False
+    decl = decls[inst.outs[0].tensor]
+    while decl.base is not None:
+        decl = decls[decl.base]
+    return decl.buffer == "psum"
 
 
 def read_and_written(body, decls) -> set:

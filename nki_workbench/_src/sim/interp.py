@@ -43,7 +43,12 @@ from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.registry import props
 from . import races as _races
 from .access import CompiledAccess
-from .analysis import overlapping_writes, read_and_written, shared_overlaps
+from .analysis import (
+    overlapping_writes,
+    read_and_written,
+    shared_overlaps,
+    starts_accumulation_group,
+)
 from .memory import LOW_FLOATS as _LOW_FLOATS
 from .memory import Buf
 from .memory import decode_const as _decode_const
@@ -261,6 +266,7 @@ class Program:
             outs[0][1].dtype == "float32" and res_dtype in (None, "float32")
         out_name = outs[0][0].tensor if outs else None
         out_shape0 = tuple(outs[0][1].shape) if outs else None
+        zero_start = starts_accumulation_group(inst, self.decls)
 
         def run(st):
             env = st.env
@@ -297,7 +303,7 @@ class Program:
                 if binds and any(res is v for v in vals):
                     res = np.array(res)  # why: a new tile must not alias its source buffer
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
-                              in_affine, outer_sets, out_ok, specs[k])
+                              in_affine, outer_sets, out_ok, specs[k], zero_start=zero_start)
         if binds and inst.op == "load" and mask is None and acc_mode is None and \
                 len(ins) == 1 and ins[0][0] == "acc" and ins[0][1].tensor in self.param_names:
             return self._zero_copy_load(inst, ins[0][1], outs[0], res_dtype, run)
@@ -407,7 +413,7 @@ class Program:
              "the write")
 
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
-               outer_sets, ok=None, race=None):
+               outer_sets, ok=None, race=None, zero_start=False):
         res = np.asarray(res)
         if sel is not None and _fit(sel, ca.grid) is None:
             sel = None  # why: a mask over the inputs' grid (a reduction's) does not mask the output
@@ -438,7 +444,10 @@ class Program:
             old = ca.read(buf.data, st.env, st.dyn)
             if buf.init is not None:
                 prev = ca.read(buf.init, st.env, st.dyn)
-                ok = prev if ok is None else (np.broadcast_to(ok, prev.shape) & prev)
+                if zero_start:
+                    old = np.where(prev, old, np.zeros((), old.dtype))
+                else:
+                    ok = prev if ok is None else (np.broadcast_to(ok, prev.shape) & prev)
             res = NUMPY.alu(acc_mode, old, res)
         if res.dtype != buf.data.dtype:
             res = D.from_f32(res, decl.dtype) if res.dtype == np.float32 else D.cast(res,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
-from ..errors import IndirectIndexError, NkiError
+from ..errors import NkiError, numpy_index_error
 from ..ir import expr as E
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.isa_alu import like, out_sel
@@ -103,10 +103,10 @@ def _dma_copy(prog, inst):
         for arrs, ok, d in ((s_arrs, s_ok, src_decl), (d_arrs, d_ok, dst_decl)):
             bad = ~ok & sel.reshape(ok.shape) if ok.size == sel.size else ~ok
             if bad.any() and not skip:
-                raise IndirectIndexError("err_tensor_access_out_of_bound",
-                                         f"nisa.dma_copy: {_oob_message(arrs, bad, d.shape)} "
-                                         f"('{d.name}')", loc,
-                                         "use oob_mode=nisa.oob_mode.skip to drop such rows")
+                raise numpy_index_error("err_tensor_access_out_of_bound",
+                                        _oob_message(arrs, bad, d.shape), loc,
+                                        f"nisa.dma_copy into/from '{d.name}': use "
+                                        "oob_mode=nisa.oob_mode.skip to drop such rows")
         take = (s_ok & sel).reshape(-1) & d_ok.reshape(-1)
         sbuf, dbuf = st.bufs[src.tensor], st.bufs[dst.tensor]
         s_idx = tuple(a.reshape(-1)[take] for a in s_arrs)

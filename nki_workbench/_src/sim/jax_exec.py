@@ -57,7 +57,7 @@ from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stm
 from ..ir import expr as E
 from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
 from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
-from .analysis import overlapping_writes, read_and_written
+from .analysis import overlapping_writes, read_and_written, starts_accumulation_group
 from .interp import Program
 from .jax_access import (
     JaxAccess,
@@ -401,7 +401,7 @@ class _Lower(Buffers):
         for k, res, out_sel in ex.results(result, sel, len(outs)):
             ja, decl = outs[k]
             self.write(ja, decl, res, inst.attr("dtype"), inst.attr("acc"), out_sel, binds,
-                       out_ok)
+                       out_ok, zero_start=starts_accumulation_group(inst, self.decls))
 
     @staticmethod
     def rule(op):
@@ -421,7 +421,7 @@ class _Lower(Buffers):
         self.write(self.jacc(out, inst.loc), self.decls[out.tensor], self.P.f32(v),
                    inst.attr("dtype"), None, None, True)
 
-    def write(self, ja, decl, res, res_dtype, acc_mode, sel, binds, ok=None):
+    def write(self, ja, decl, res, res_dtype, acc_mode, sel, binds, ok=None, zero_start=False):
         import jax.numpy as jnp
 
         P = self.P
@@ -452,7 +452,10 @@ class _Lower(Buffers):
             self.bad(bad)
             if init is not None:
                 prev, _ = ja.read(init, self)
-                ok = prev if ok is None else (jnp.broadcast_to(ok, prev.shape) & prev)
+                if zero_start:
+                    old = jnp.where(prev, old, jnp.zeros((), old.dtype))
+                else:
+                    ok = prev if ok is None else (jnp.broadcast_to(ok, prev.shape) & prev)
             res = P.alu(acc_mode, old, res)
         if res.dtype != data.dtype:
             res = from_f32(res, decl.dtype) if res.dtype == np.float32 else cast(res, decl.dtype)

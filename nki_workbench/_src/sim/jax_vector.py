@@ -44,6 +44,7 @@ import numpy as np
 
 from ..ir import Access, Alloc, Inst, Loop, Scalar, walk_stmts
 from ..ir import expr as E
+from .analysis import starts_accumulation_group
 from .jax_access import lanewise
 
 __all__ = ["Blocking", "VectorPlan", "vector_plan", "vectorise", "contract_partials"]
@@ -366,7 +367,8 @@ def vectorise(lw, loop: Loop, plan: VectorPlan) -> None:
     for inst, (x, y) in zip(partial_insts, partials, strict=True):
         out = inst.outs[0]
         lw.write(lw.jacc(out, inst.loc), lw.decls[out.tensor], contract_partials(inst, x, y),
-                 inst.attr("dtype"), "add", None, False)
+                 inst.attr("dtype"), "add", None, False,
+                 zero_start=starts_accumulation_group(inst, lw.decls))
     for root, (data, init) in zip(plan.written, outs, strict=True):
         b = plan.blocked[root]
         lw.put_block(root, b.d, b.origin, _join(data, b),

@@ -90,6 +90,12 @@ class TraceContext:
         self.names: set[str] = set()
         self._next_suffix: dict[str, int] = {}  # base -> no smaller free suffix exists
         self.decls: dict[str, TensorDecl] = {}
+        # why: NKI allocates instruction results itself even in directly allocated kernels;
+        # the no-mixing rule applies only to the tensors the kernel declares
+        self.results: set[str] = set()
+        # why: `mask=(a < n and b < m)` evaluates bool(a) first; the left predicates wait here
+        # for the mask that consumes the right one (see IndexExpr.__bool__)
+        self.pending_and: list = []
         self.var_ranges: dict[str, tuple | None] = {}
         self.writes: dict[str, str | None] = {}
         self.reads: set[str] = set()

@@ -18,7 +18,7 @@ from ..hw import get_target
 from ..ir import Access, Inst, Scalar
 from ..ir import expr as E
 from . import context as C
-from .index import IndexExpr
+from .index import IndexExpr, take_pending_and
 from .tensor import NkiTensor
 
 __all__ = ["operand", "mask_expr", "emit", "compute", "new_tile", "assign", "require_tile",
@@ -149,7 +149,7 @@ def mask_expr(mask):
                            "indices", user_location(),
                            "masks compare affine expressions of nl.arange/loop variables/"
                            "program ids with constants, combined with &")
-        return mask.expr
+        return take_pending_and(mask.expr)
     raise NkiError("err_unsupported_expression_in_mask",
                    f"mask must be a comparison of index expressions, got {mask!r}",
                    user_location(), "write mask=(i_p < n) & (i_f < m)")
@@ -162,6 +162,7 @@ def new_tile(shape, dtype, buffer: str = "sbuf", name: str | None = None, api: s
     shape = tuple(int(s) for s in shape)
     check_onchip_shape(shape, 0, dtype, buffer, api)
     decl = ctx.declare(shape, D.name_of(D.canonical(dtype)), buffer, name=name)
+    ctx.results.add(decl.name)
     return NkiTensor(ctx, decl.name)
 
 
@@ -310,15 +311,20 @@ def _retarget(ctx, value, dst, acc: str | None) -> bool:
     inst, alloc = block[pos], block[pos - 1]
     if getattr(alloc, "decl", None) is None or alloc.decl.name != value._name:
         return False
-    if tuple(dst.shape) != tuple(value.shape) or len(inst.outs) != 1:
+    # why: a multi-output instruction (activation_reduce's reduce_res=...) writes its main
+    # result straight into the destination too, as NKI does; its other outputs stay as given
+    mine = [k for k, o in enumerate(inst.outs) if o.tensor == value._name and o.index is None]
+    if tuple(dst.shape) != tuple(value.shape) or len(mine) != 1 or \
+            (len(inst.outs) > 1 and acc is not None):
         return False
     attrs = dict(inst.attrs)
     if acc is not None:
         attrs["acc"] = acc
-    out = dst._access()
+    outs = list(inst.outs)
+    outs[mine[0]] = dst._access()
     # why: the fused write skips emit()'s checks; a static write past the tile fails here
-    _check_bounds(ctx, out, inst.mask is not None, user_location())
-    block[pos - 1:] = [Inst(inst.op, (out,), inst.ins, tuple(sorted(attrs.items())),
+    _check_bounds(ctx, outs[mine[0]], inst.mask is not None, user_location())
+    block[pos - 1:] = [Inst(inst.op, tuple(outs), inst.ins, tuple(sorted(attrs.items())),
                             inst.mask, inst.loc)]
     ctx.decls.pop(value._name, None)
     ctx.note_write(dst._name, inst.loc)

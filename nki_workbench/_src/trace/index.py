@@ -10,10 +10,15 @@ a symbolic value is refused with the NKI error code and a hint (use a mask or ``
 
 from __future__ import annotations
 
+import dis
+import functools
+import sys
+
 import numpy as np
 
-from ..errors import NkiError, user_location
+from ..errors import NkiError, is_internal, user_location
 from ..ir import expr as E
+from . import context as C
 
 __all__ = ["IndexExpr", "arange", "mgrid", "ds", "DynSlice", "par_dim", "ParDim", "MGrid",
            "as_index_expr"]
@@ -159,6 +164,8 @@ class IndexExpr:
 
     # -- Python control flow on symbols is not traceable
     def __bool__(self):
+        if isinstance(self.expr, E.Pred) and _held_for_and(self.expr):
+            return True  # why: `p and q` as a value: q is the mask, combined with p when used
         if E.iotas(self.expr):
             raise NkiError("err_control_flow_condition_depending_on_arange",
                            "a Python condition depends on nl.arange/nl.mgrid indices",
@@ -188,6 +195,47 @@ class IndexExpr:
 
     def __repr__(self):
         return f"IndexExpr({E.to_str(self.expr)})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _and_jumps(code) -> frozenset:
+    """Offsets of the jumps that Python's ``and`` operator compiles to in ``code``."""
+    ins = list(dis.get_instructions(code))
+    out = {i.offset for i in ins if i.opname == "JUMP_IF_FALSE_OR_POP"}  # 3.11
+    for a, b, c in zip(ins, ins[1:], ins[2:], strict=False):  # 3.12+: COPY 1; (TO_BOOL;) POP_JUMP
+        if a.opname == "COPY" and a.arg == 1:
+            jump = b if b.opname.startswith("POP_JUMP") else c
+            if jump.opname in ("POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_FALSE"):
+                out.add(jump.offset)
+    return frozenset(out)
+
+
+def _held_for_and(expr) -> bool:
+    """Whether the kernel line is evaluating ``expr and ...`` (not an ``if``): hold ``expr``."""
+    ctx = C.current()
+    frame = sys._getframe(2)
+    while frame is not None and is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    if ctx is None or frame is None or frame.f_lasti not in _and_jumps(frame.f_code):
+        return False
+    ctx.pending_and.append((id(frame), frame.f_code, expr))
+    return True
+
+
+def take_pending_and(expr):
+    """``expr`` combined with the left operands of a Python ``and`` held on this kernel line."""
+    ctx = C.current()
+    if ctx is None or not ctx.pending_and:
+        return expr
+    frame = sys._getframe(1)
+    while frame is not None and is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    key = (id(frame), getattr(frame, "f_code", None))
+    mine = [p for f, c, p in ctx.pending_and if (f, c) == key]
+    ctx.pending_and[:] = [x for x in ctx.pending_and if (x[0], x[1]) != key]
+    for p in reversed(mine):
+        expr = E.land(p, expr)
+    return expr
 
 
 def as_index_expr(x):

@@ -172,6 +172,8 @@ class NkiTensor:
                        "use nl.device_print to look at values during simulation")
 
     def __bool__(self):
+        if self._decl.kind in ("input", "inout") and self._index is None:
+            return True  # why: `x if imm else None` on a kernel argument tests presence in NKI
         from .source import condition_source
         kind, text = condition_source(user_frame())
         what = f"'{text}' (a tile)" if text else f"tensor '{self._name}'"

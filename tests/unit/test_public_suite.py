@@ -1,0 +1,57 @@
+"""bench/public_suite.py: a folder of public-style test files through the alias, as a table."""
+
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "public_suite.py"
+
+PUBLIC = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+    @nki.jit(mode="simulation")
+    def test_copy(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    def test_passes():
+        a = np.arange(8, dtype=np.float32).reshape(2, 4)
+        assert np.array_equal(test_copy(a), a)
+
+    def test_fails():
+        assert np.array_equal(test_copy(np.ones((2, 4), np.float32)), np.zeros((2, 4))), "zeros?"
+
+    def test_on_device_profile():
+        raise RuntimeError("needs a Neuron device")
+''')
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+
+
+def test_no_folder_is_a_clean_skip():
+    r = run()
+    assert r.returncode == 0 and "no folder given" in r.stdout
+
+
+def test_table_counts_passes_failures_and_device_only_cases(tmp_path):
+    (tmp_path / "test_public.py").write_text(PUBLIC)
+    r = run(str(tmp_path), "--device-only", "on_device")
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("test_public.py"))
+    assert row.split()[1:] == ["1", "1", "0", "0", "1"]  # pass fail err skip device
+    assert "pass rate 1/2 = 50.0 %" in r.stdout
+    assert "FAILED test_public.py::test_fails" in r.stdout and "zeros?" in r.stdout
+    assert "test_copy" not in r.stdout  # the jitted kernel named test_* is not a case
+
+
+def test_not_a_folder_is_an_error(tmp_path):
+    r = run(str(tmp_path / "missing"))
+    assert r.returncode == 2 and "is not a folder" in r.stderr
