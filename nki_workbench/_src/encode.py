@@ -225,7 +225,9 @@ def _dims(decls) -> list:
 def serialize_dims(k: Kernel) -> dict:
     """The config's ``serialize_dims``: name, shape and dtype of every input and output."""
     decls = k.decls()
-    return {"inputs": _dims(k.params), "outputs": _dims(decls[n] for n in k.outputs)}
+    outs = [dataclasses.replace(decls[n], shape=s)  # the shapes the caller gets
+            for n, s in zip(k.outputs, k.result_shapes(), strict=True)]
+    return {"inputs": _dims(k.params), "outputs": _dims(outs)}
 
 
 def build_backend_config(traced: Traced, *, func_name: str | None = None, grid=None,
@@ -548,9 +550,10 @@ class FrameworkKernel:
 
     def translate_return_types(self, traced: Traced) -> tuple:
         """``(shape, dtype)`` per output; bridges override this to build framework types."""
-        decls = traced.kernel.decls()
-        return tuple((tuple(decls[n].shape), D.from_name(decls[n].dtype))
-                     for n in traced.kernel.outputs)
+        k = traced.kernel
+        decls = k.decls()
+        return tuple((s, D.from_name(decls[n].dtype))
+                     for n, s in zip(k.outputs, k.result_shapes(), strict=True))
 
     def generate_operand_output_aliases(self, traced: Traced) -> dict:
         """``{operand index: output index}`` for every output that is an input buffer."""

@@ -54,7 +54,7 @@ from .options import SimParams, legacy_backend
 from .trace.kernel import Traced, flatten_args, specialisation_key
 
 __all__ = ["simulate", "run_traced", "get_traced", "package_outputs", "SIM_HOOKS", "bind_inputs",
-           "NumpyKernel", "SimulateKernel", "BaremetalKernel", "BenchmarkKernel",
+           "NumpyKernel", "SimulateKernel", "TraceKernel", "BaremetalKernel", "BenchmarkKernel",
            "ProfileKernel", "BenchmarkResult", "LatencyStats", "NeuronRuntime",
            "NoNeuronDeviceWarning", "write_tensorizer_ir", "compile_command", "STRICT_ENV"]
 
@@ -239,8 +239,10 @@ class NumpyKernel:
 
     # ``kernel_return`` (NKI's flag for the returned-outputs convention) is accepted for
     # compatibility; the tracer detects the convention from what the kernel returns.
+    # ``experimental_flags`` (e.g. ``"enable-mutable-parameter"``) names compiler feature
+    # switches; the workbench's tracer has those features on, so it is accepted and kept.
     OPTIONS: dict = {"platform_target": None, "additional_compile_opt": None,
-                     "kernel_return": None}
+                     "kernel_return": None, "experimental_flags": None}
 
     def __init__(self, func, grid=(), **options):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -296,6 +298,21 @@ class SimulateKernel(NumpyKernel):
     def __call__(self, *args, **kwargs):
         traced, _ = self.trace(args, kwargs)
         return run_traced(traced, self.func, args, kwargs, self.options["params"])
+
+
+class TraceKernel(NumpyKernel):
+    """A kernel that is only traced (``nki.jit(mode="trace")``), as NKI 2.x's trace mode.
+
+    NKI uses this mode for helper kernels that other kernels call: inside another kernel's
+    trace the call is inlined (its instructions become part of the caller), which
+    :class:`~.dispatch.GenericKernel` does for every mode. Called on its own, it traces for
+    the arguments and returns the :class:`~.trace.kernel.Traced` kernel without running it;
+    ``nki.simulate_kernel`` (or ``inspect``) runs a trace-mode kernel like any other.
+    """
+
+    def __call__(self, *args, **kwargs):
+        traced, _ = self.trace(args, kwargs)
+        return traced
 
 
 _warned_no_device = False
