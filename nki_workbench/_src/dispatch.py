@@ -334,7 +334,8 @@ def profile(func=None, **kwargs):
     """Profile into ``working_directory`` (absolute, required): ``nki.profile``.
 
     Options: ``save_neff_name`` (``file.neff``), ``save_trace_name`` (``profile.ntff``),
-    ``overwrite`` (False), ``profile_nth`` (1), ``additional_compile_opt``, ``platform_target``.
+    ``overwrite`` (False), ``profile_nth`` (1), ``num_execs`` (1), ``additional_compile_opt``,
+    ``platform_target``.
     """
     return _numpy_kernel(ProfileKernel, func, kwargs)
 

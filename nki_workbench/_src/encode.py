@@ -162,7 +162,10 @@ def check_grid(grid, platform_target: str) -> tuple:
             raise NkiError("err_multi_cores_spmd_not_supported",
                            f"launch grid dimension {dim!r} spans {cores} physical NeuronCores, "
                            f"but platform target '{platform_target}' has one core per logical "
-                           "core", hint="use platform_target='trn2' (or trn3), or drop nl.nc")
+                           "core", hint="choose a trn2 (or trn3) target: "
+                           "NEURON_PLATFORM_TARGET_OVERRIDE=trn2 in the environment, or "
+                           "platform_target='trn2' on the kernel (nki.jit(..., "
+                           "platform_target='trn2')); or drop nl.nc")
     try:
         out = tuple(int(g) for g in grid)
     except (TypeError, ValueError):
