@@ -44,6 +44,7 @@ def install() -> None:
         raise RuntimeError("the real neuronxcc package is installed; nki_workbench will not "
                            "shadow it. Import nki_workbench.nki directly to use the workbench "
                            "simulator alongside it.")
+    importlib.import_module("nki_workbench.compat_torch").install()  # torch_xla/_neuronx
     nki = importlib.import_module("nki_workbench.nki")
     root = types.ModuleType("neuronxcc")
     root.__nki_workbench_alias__ = True
@@ -59,5 +60,6 @@ def uninstall() -> None:
     """Remove the alias (only the modules ``install`` added)."""
     if not installed():
         return
+    importlib.import_module("nki_workbench.compat_torch").uninstall()
     for name in _ALIASES:
         sys.modules.pop(name, None)

@@ -11,6 +11,8 @@ mode           class
 ``baremetal``  :class:`~.runtime.BaremetalKernel`
 ``benchmark``  :class:`~.runtime.BenchmarkKernel`
 ``simulation`` :class:`~.runtime.SimulateKernel`
+``trace``      :class:`~.runtime.TraceKernel` (NKI 2.x: helper kernels other kernels call;
+               inlined inside a trace, traced without running on its own)
 ``auto``       from the argument types: a jax array/tracer when JAX's backend is ``neuron``
                → ``JAXKernel``; a torch tensor → ``PyTorchXLAKernel``; else ``BaremetalKernel``
 =============  ===========================================================================
@@ -41,6 +43,7 @@ from .runtime import (
     NumpyKernel,
     ProfileKernel,
     SimulateKernel,
+    TraceKernel,
     get_traced,
     run_traced,
 )
@@ -51,7 +54,7 @@ __all__ = ["GenericKernel", "jit", "compute_mode", "MODES", "JAXKernel", "PyTorc
            "register_mode", "BRIDGE_MODULES", "KernelParts", "kernel_parts", "kernel_launch",
            "bridge_module"]
 
-MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation")
+MODES = ("auto", "jax", "torchxla", "baremetal", "benchmark", "simulation", "trace")
 
 BRIDGE_MODULES = {"jax": "nki_workbench._src.bridges.jax",
                   "torchxla": "nki_workbench._src.bridges.torch"}
@@ -157,6 +160,8 @@ def compute_mode(args, kwargs, mode):
     Raises:
         ValueError: an unknown mode (``'<mode>' passed to nki.jit ...``).
     """
+    if mode == "trace":
+        return TraceKernel  # why: not a framework mode (outside NKI's _native_mode_map)
     if mode != "auto":
         if mode not in _native_mode_map:
             raise ValueError(f"'{mode}' passed to nki.jit is not a valid mode; choose one of "
@@ -209,6 +214,7 @@ class GenericKernel:
         self._kernels: dict = {}    # (class, grid) -> concrete kernel, shared by k[...] copies
         self._last = None
         functools.update_wrapper(self, func)
+        self.__test__ = False  # why: pytest must not collect a kernel named test_* as a test
         if mode in ("auto", "torchxla") and "torch" in sys.modules:
             # why: torch.compile cannot import the bridge lazily inside a traced function, so a
             # kernel's first call under compile would fail; the bridge is cheap to load now
@@ -285,8 +291,11 @@ def jit(func=None, mode: str = "auto", **kwargs):
     Args:
         func: the kernel function.
         mode: ``"auto"``, ``"simulation"``, ``"baremetal"``, ``"benchmark"``, ``"jax"``,
-            ``"torchxla"``.
-        **kwargs: options such as ``platform_target="trn2"``, ``additional_compile_opt``.
+            ``"torchxla"``, ``"trace"`` (NKI 2.x helper kernels: inlined when another kernel
+            calls them; called alone they return the trace without running).
+        **kwargs: options such as ``platform_target="trn2"``, ``additional_compile_opt``,
+            ``kernel_return`` (accepted: the convention is read from what the kernel
+            returns), ``experimental_flags`` (accepted and kept).
 
     Returns:
         GenericKernel (or a decorator when ``func`` is omitted).
@@ -328,7 +337,8 @@ def profile(func=None, **kwargs):
     """Profile into ``working_directory`` (absolute, required): ``nki.profile``.
 
     Options: ``save_neff_name`` (``file.neff``), ``save_trace_name`` (``profile.ntff``),
-    ``overwrite`` (False), ``profile_nth`` (1), ``additional_compile_opt``, ``platform_target``.
+    ``overwrite`` (False), ``profile_nth`` (1), ``num_execs`` (1), ``additional_compile_opt``,
+    ``platform_target``.
     """
     return _numpy_kernel(ProfileKernel, func, kwargs)
 

@@ -162,7 +162,10 @@ def check_grid(grid, platform_target: str) -> tuple:
             raise NkiError("err_multi_cores_spmd_not_supported",
                            f"launch grid dimension {dim!r} spans {cores} physical NeuronCores, "
                            f"but platform target '{platform_target}' has one core per logical "
-                           "core", hint="use platform_target='trn2' (or trn3), or drop nl.nc")
+                           "core", hint="choose a trn2 (or trn3) target: "
+                           "NEURON_PLATFORM_TARGET_OVERRIDE=trn2 in the environment, or "
+                           "platform_target='trn2' on the kernel (nki.jit(..., "
+                           "platform_target='trn2')); or drop nl.nc")
     try:
         out = tuple(int(g) for g in grid)
     except (TypeError, ValueError):
@@ -225,7 +228,9 @@ def _dims(decls) -> list:
 def serialize_dims(k: Kernel) -> dict:
     """The config's ``serialize_dims``: name, shape and dtype of every input and output."""
     decls = k.decls()
-    return {"inputs": _dims(k.params), "outputs": _dims(decls[n] for n in k.outputs)}
+    outs = [dataclasses.replace(decls[n], shape=s)  # the shapes the caller gets
+            for n, s in zip(k.outputs, k.result_shapes(), strict=True)]
+    return {"inputs": _dims(k.params), "outputs": _dims(outs)}
 
 
 def build_backend_config(traced: Traced, *, func_name: str | None = None, grid=None,
@@ -548,9 +553,10 @@ class FrameworkKernel:
 
     def translate_return_types(self, traced: Traced) -> tuple:
         """``(shape, dtype)`` per output; bridges override this to build framework types."""
-        decls = traced.kernel.decls()
-        return tuple((tuple(decls[n].shape), D.from_name(decls[n].dtype))
-                     for n in traced.kernel.outputs)
+        k = traced.kernel
+        decls = k.decls()
+        return tuple((s, D.from_name(decls[n].dtype))
+                     for n, s in zip(k.outputs, k.result_shapes(), strict=True))
 
     def generate_operand_output_aliases(self, traced: Traced) -> dict:
         """``{operand index: output index}`` for every output that is an input buffer."""

@@ -297,7 +297,8 @@ def inspect(kernel, *args, grid=None, platform_target=None, simulate=True, param
     else:
         with progress(k) as observer:
             outs = run(traced, inputs, params, observer=observer)
-    vals = [np.array(outs[n]) for n in k.outputs]
+    vals = [np.array(outs[n]).reshape(s)
+            for n, s in zip(k.outputs, k.result_shapes(), strict=True)]
     if traced.returns == "single":
         result = vals[0]
     else:

@@ -54,7 +54,7 @@ from .options import SimParams, legacy_backend
 from .trace.kernel import Traced, flatten_args, specialisation_key
 
 __all__ = ["simulate", "run_traced", "get_traced", "package_outputs", "SIM_HOOKS", "bind_inputs",
-           "NumpyKernel", "SimulateKernel", "BaremetalKernel", "BenchmarkKernel",
+           "NumpyKernel", "SimulateKernel", "TraceKernel", "BaremetalKernel", "BenchmarkKernel",
            "ProfileKernel", "BenchmarkResult", "LatencyStats", "NeuronRuntime",
            "NoNeuronDeviceWarning", "write_tensorizer_ir", "compile_command", "STRICT_ENV"]
 
@@ -239,8 +239,10 @@ class NumpyKernel:
 
     # ``kernel_return`` (NKI's flag for the returned-outputs convention) is accepted for
     # compatibility; the tracer detects the convention from what the kernel returns.
+    # ``experimental_flags`` (e.g. ``"enable-mutable-parameter"``) names compiler feature
+    # switches; the workbench's tracer has those features on, so it is accepted and kept.
     OPTIONS: dict = {"platform_target": None, "additional_compile_opt": None,
-                     "kernel_return": None}
+                     "kernel_return": None, "experimental_flags": None}
 
     def __init__(self, func, grid=(), **options):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -296,6 +298,21 @@ class SimulateKernel(NumpyKernel):
     def __call__(self, *args, **kwargs):
         traced, _ = self.trace(args, kwargs)
         return run_traced(traced, self.func, args, kwargs, self.options["params"])
+
+
+class TraceKernel(NumpyKernel):
+    """A kernel that is only traced (``nki.jit(mode="trace")``), as NKI 2.x's trace mode.
+
+    NKI uses this mode for helper kernels that other kernels call: inside another kernel's
+    trace the call is inlined (its instructions become part of the caller), which
+    :class:`~.dispatch.GenericKernel` does for every mode. Called on its own, it traces for
+    the arguments and returns the :class:`~.trace.kernel.Traced` kernel without running it;
+    ``nki.simulate_kernel`` (or ``inspect``) runs a trace-mode kernel like any other.
+    """
+
+    def __call__(self, *args, **kwargs):
+        traced, _ = self.trace(args, kwargs)
+        return traced
 
 
 _warned_no_device = False
@@ -494,6 +511,8 @@ class BenchmarkKernel(BaremetalKernel):
 class ProfileKernel(BaremetalKernel):
     """Compile, run and profile the kernel into ``working_directory`` (``nki.profile``).
 
+    ``num_execs`` (executions on the device, default 1) and ``profile_nth`` (which of them is
+    traced) are recorded in the summary; without a device the latency is the estimate.
     Writes ``<trace stem>_summary.json`` (kernel, target, grid, latency, MAC count,
     instruction counts; an estimate without a device) and, when the time model provides
     ``Inspection.to_perfetto``, ``<trace stem>.perfetto.json``; with ``neuronx-cc`` the NEFF as
@@ -501,7 +520,8 @@ class ProfileKernel(BaremetalKernel):
     """
 
     OPTIONS = {**NumpyKernel.OPTIONS, "working_directory": None, "save_neff_name": "file.neff",
-               "save_trace_name": "profile.ntff", "overwrite": False, "profile_nth": 1}
+               "save_trace_name": "profile.ntff", "overwrite": False, "profile_nth": 1,
+               "num_execs": 1}
     MODE = "profile"
 
     def __init__(self, func, grid=(), **options):
@@ -512,6 +532,9 @@ class ProfileKernel(BaremetalKernel):
                              f"{wd!r}")
         if not isinstance(nth, int) or isinstance(nth, bool) or nth < 1:
             raise ValueError(f"nki.profile profile_nth={nth!r} must be an integer >= 1")
+        execs = self.options["num_execs"]
+        if not isinstance(execs, int) or isinstance(execs, bool) or execs < 1:
+            raise ValueError(f"nki.profile num_execs={execs!r} must be an integer >= 1")
         self.options["artifacts_dir"] = None
 
     def files(self) -> dict:
@@ -544,9 +567,11 @@ class ProfileKernel(BaremetalKernel):
             inputs = {d.name: np.zeros(d.shape, D.storage_dtype(D.from_name(d.dtype)))
                       for d in k.params}
             outs = {n: (decls[n].shape, D.from_name(decls[n].dtype)) for n in k.outputs}
-            nth = self.options["profile_nth"]
+            nth, execs = self.options["profile_nth"], self.options["num_execs"]
             runtime.execute(files["neff"], inputs, outs, repeat=nth - 1)
             _, times = runtime.execute(files["neff"], inputs, outs, trace_path=files["ntff"])
+            if execs > nth:  # the remaining executions of the num_execs asked for
+                runtime.execute(files["neff"], inputs, outs, repeat=execs - nth)
             latency, estimate = times[0] * 1e6, False
         else:
             latency, estimate = _estimate_latency_us(k), True
@@ -555,7 +580,8 @@ class ProfileKernel(BaremetalKernel):
             eng = OPCODES[inst.op].engine if inst.op in OPCODES else "unknown"
             engines[eng] = engines.get(eng, 0) + 1
         summary = {"kernel": k.name, "platform_target": target, "grid": list(k.grid),
-                   "profile_nth": self.options["profile_nth"], "latency_us": latency,
+                   "profile_nth": self.options["profile_nth"],
+                   "num_execs": self.options["num_execs"], "latency_us": latency,
                    "is_estimate": estimate, "matmul_mac_count": matmul_mac_count(k),
                    "static_instructions_by_engine": dict(sorted(engines.items())),
                    "files": {r: os.path.basename(p) for r, p in files.items()

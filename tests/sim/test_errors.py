@@ -235,8 +235,26 @@ def k_if_on_loop_var(a):
     return out
 
 
-def test_python_if_on_loop_variable():
-    err = expect("err_dynamic_control_flow_not_supported", k_if_on_loop_var, "# HERE", A)
+def test_python_if_on_loop_variable_is_evaluated_per_iteration():
+    # NKI gives a condition on loop variables a meaning (docs/control_flow.md): iteration 0
+    # stores, iteration 1 does not
+    a = np.arange(256 * 512, dtype=np.float32).reshape(256, 512)
+    np.testing.assert_array_equal(nki.simulate_kernel(k_if_on_loop_var, a), a[0:128])
+
+
+def k_if_on_program_id(a):
+    out = nl.ndarray((128, 512), a.dtype, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:  # HERE
+        nl.store(out, nl.load(a[0:128, :]))
+    return out
+
+
+def test_python_if_on_a_program_id_that_varies():
+    with pytest.raises(NkiError) as info:
+        nki.simulate_kernel(nki.jit(k_if_on_program_id)[2], A)
+    err = info.value
+    assert err.code == "err_dynamic_control_flow_not_supported", str(err)
+    assert f"{HERE}:{line_of(k_if_on_program_id, '# HERE')}" in str(err), str(err)
     assert "mask" in str(err) and "affine_select" in str(err)
 
 

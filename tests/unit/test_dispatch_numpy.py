@@ -220,18 +220,21 @@ def test_profile_needs_an_absolute_working_directory():
         nki.profile(working_directory="rel/dir")(add)
     with pytest.raises(ValueError, match="profile_nth"):
         nki.profile(working_directory="/tmp", profile_nth=0)(add)
+    with pytest.raises(ValueError, match="num_execs"):
+        nki.profile(working_directory="/tmp", num_execs=0)(add)
 
 
 def test_profile_writes_its_summary_and_honours_overwrite(tmp_path, fake_cost_model):
     wd = tmp_path / "prof"
-    prof = nki.profile(working_directory=str(wd), profile_nth=3, platform_target="trn1")(matmul)
+    prof = nki.profile(working_directory=str(wd), profile_nth=3, num_execs=5,
+                       platform_target="trn1")(matmul)
     with pytest.warns(Warning):  # the stand-in cost model has no timeline for a trace file
         assert prof(nt.tensor[[512, 128], nl.float32], nt.tensor[[512, 512], nl.float32]) \
             is None
     summary = json.loads((wd / "profile_summary.json").read_text())
     assert summary["kernel"] == "matmul" and summary["platform_target"] == "trn1"
     assert summary["latency_us"] == 12.5 and summary["is_estimate"] is True
-    assert summary["profile_nth"] == 3
+    assert summary["profile_nth"] == 3 and summary["num_execs"] == 5
     assert summary["matmul_mac_count"] == 4 * 128 * 128 * 512
     assert summary["static_instructions_by_engine"] == {"dma": 3, "tensor": 1, "vector": 1}
     with pytest.raises(FileExistsError, match="overwrite=True"):

@@ -457,3 +457,5 @@ def test_multi_core_grid_only_on_trn2_and_later():
     with pytest.raises(NkiError) as e:
         nki.simulate_kernel(nki.jit(spmd_rows, platform_target="trn1")[nl.nc(2), 2], g)
     assert e.value.code == "err_multi_cores_spmd_not_supported"
+    assert "NEURON_PLATFORM_TARGET_OVERRIDE=trn2" in str(e.value)
+    assert "platform_target='trn2'" in str(e.value)

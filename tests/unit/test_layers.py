@@ -37,7 +37,8 @@ LAYERS = (
     ("bridges", ("_src.bridges",)),
     ("inspection", ("_src.inspection",)),
     ("notebook", ("notebook",)),
-    ("public faces", ("", "cli", "compat", "ir", "jax", "torch", "nki", "examples")),
+    ("public faces", ("", "cli", "compat", "compat_torch", "ir", "jax", "torch", "nki",
+                      "examples")),
 )
 
 # entries that name only the package module itself, not what lies below it

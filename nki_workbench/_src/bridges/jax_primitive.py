@@ -211,8 +211,9 @@ def run_on_host(dumped: DumpedConfig, arrays, params=None) -> list:
     k = traced.kernel
     inputs = {d.name: np.asarray(a) for d, a in zip(k.params, arrays, strict=True)}
     outs = run(traced, inputs, dataclasses.replace(params or SimParams(), backend="numpy"))
-    return [np.asarray(outs[n], dtype=D.storage_dtype(D.from_name(k.decls()[n].dtype)))
-            for n in k.outputs]
+    decls = k.decls()
+    return [np.asarray(outs[n], dtype=D.storage_dtype(D.from_name(decls[n].dtype))).reshape(s)
+            for n, s in zip(k.outputs, k.result_shapes(), strict=True)]
 
 
 def sim_params_of(trace: JaxTraceResult):

@@ -218,7 +218,8 @@ def build_hlo_module(dumped, *, name: str | None = None, exclude=()):
     decls = k.decls()
     b = HloBuilder(name or f"nki_{dumped.config['func_name']}")
     params = [b.parameter(build_xla_type(d.dtype, d.shape)) for d in k.params]
-    outs = [build_xla_type(decls[n].dtype, decls[n].shape) for n in k.outputs]
+    outs = [build_xla_type(decls[n].dtype, s)
+            for n, s in zip(k.outputs, k.result_shapes(), strict=True)]
     tupled = len(outs) > 1
     aliases = {((j,) if tupled else ()): (i, ())
                for i, j in dumped.operand_output_aliases.items()}
@@ -439,9 +440,10 @@ class PyTorchXLAKernel(FrameworkKernel):
 
     def translate_return_types(self, traced) -> tuple:
         """``(shape, torch dtype)`` per output."""
-        decls = traced.kernel.decls()
-        return tuple((tuple(decls[n].shape), torch_dtype_of(decls[n].dtype))
-                     for n in traced.kernel.outputs)
+        k = traced.kernel
+        decls = k.decls()
+        return tuple((s, torch_dtype_of(decls[n].dtype))
+                     for n, s in zip(k.outputs, k.result_shapes(), strict=True))
 
     def build_xla_type(self, dtype, shape) -> ArrayShape:
         """The XLA shape of an NKI dtype and shape (:func:`build_xla_type`)."""

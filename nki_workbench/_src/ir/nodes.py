@@ -169,6 +169,18 @@ class Kernel:
                 return v
         return default
 
+    def result_shapes(self) -> tuple:
+        """The shape the caller gets for each output (a returned reshape view keeps its shape).
+
+        ``outputs`` name the tensors the executors fill; the ``output_shapes`` attribute (set
+        only when a kernel returns ``t.reshape(...)`` of an output) gives the returned shapes.
+        """
+        shapes = self.attr("output_shapes")
+        if shapes is not None:
+            return tuple(tuple(s) for s in shapes)
+        decls = self.decls()
+        return tuple(tuple(decls[n].shape) for n in self.outputs)
+
     def decls(self) -> dict:
         """All tensor declarations by name (params and allocs at any depth)."""
         out = {d.name: d for d in self.params}

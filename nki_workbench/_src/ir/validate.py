@@ -170,7 +170,7 @@ ATTR_TYPES: dict[str, tuple] = {
 """Attribute name -> the Python types its value may have (bool is never an int here)."""
 
 KERNEL_ATTRS = frozenset({"returns", "constants", "has_collectives", "compile_opts",
-                          "allocator", "directive_scopes"})
+                          "allocator", "directive_scopes", "output_shapes"})
 """Kernel-level attribute names (trace/kernel.py and the allocation surface)."""
 LOOP_ATTRS = frozenset({"directives"})
 """Loop attribute names (allocation directives on a loop)."""
@@ -531,6 +531,16 @@ def _check_kernel(sc: _Scope, k: Kernel):
     for name in k.outputs:
         if name not in declared:
             sc.fail(f"the kernel returns '{name}', which is not a declared tensor")
+    shapes = k.attr("output_shapes")
+    if shapes is not None:
+        if not (isinstance(shapes, tuple) and len(shapes) == len(k.outputs)
+                and all(isinstance(s, tuple) and _positive_ints(s) for s in shapes)):
+            sc.fail(f"kernel attribute output_shapes={shapes!r} is not one shape per output")
+        for name, shape in zip(k.outputs, shapes or (), strict=False):
+            d = declared.get(name)
+            if d is not None and math.prod(shape) != math.prod(d.shape):
+                sc.fail(f"output '{name}' {list(d.shape)} is returned as {list(shape)}, "
+                        "which has a different element count")
 
 
 def validate(kernel: Kernel, *, opcodes: dict | None = None, lines: dict | None = None) -> Kernel:

@@ -96,6 +96,7 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """
     api = "nisa.nc_matmul"
     tgt = K.target()
+    stationary, moving = _from_transpose(stationary), _from_transpose(moving)
     for t, arg in ((stationary, "stationary"), (moving, "moving")):
         K.tile(t, api, arg)
         if t.buffer != "sbuf":
@@ -178,5 +179,25 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=_engine.unknown, **kwarg
     # why: TensorE transposes by a matmul with identity; on NC-v2 that is not bit-exact for
     # NaN/Inf (0 * NaN poisons the column), which the simulator reproduces
     via_mm = eng == "tensor" and K.target().nc_version < 3
-    return K.compute("nc_transpose", [data], (f, p), dt, eng, mask=mask, api=api,
-                     buffer="psum" if eng == "tensor" else "sbuf", attrs={"via_matmul": via_mm})
+    out = K.compute("nc_transpose", [data], (f, p), dt, eng, mask=mask, api=api,
+                    buffer="psum" if eng == "tensor" else "sbuf", attrs={"via_matmul": via_mm})
+    if eng == "tensor":
+        ctx = C.require(api)
+        ctx.psum_transposes = getattr(ctx, "psum_transposes", set()) | {out._name}
+    return out
+
+
+def _from_transpose(t):
+    """A TensorE transpose result (PSUM) fed to ``nc_matmul``: copied to SBUF first.
+
+    NKI 2.x kernels (the nki-samples flash-attention backward) pass ``nc_transpose``'s PSUM
+    tile straight to ``nc_matmul``, and NKI's compiler moves it to SBUF; the IR gets that copy
+    as a visible ``tensor_copy``. Any other PSUM operand stays an error.
+    """
+    from .copy import tensor_copy
+    ctx = C.current()
+    if ctx is None or getattr(t, "buffer", None) != "psum" or not hasattr(t, "_name"):
+        return t
+    if ctx.root(t._name) not in getattr(ctx, "psum_transposes", ()):
+        return t
+    return tensor_copy(t)

@@ -91,8 +91,8 @@ def _dma_copy(prog, inst):
         _ensure(prog, st, dst_decl)
         if simple:
             v, ok = prog._read(st, src, None, loc, (), {})
-            prog._write(st, dst, dst_decl, like(NUMPY, v, dst.shape), None, None, None, False, loc,
-                        (), {}, ok, spec)
+            prog._write(st, dst, dst_decl, _same_elements(v, dst.shape), None, None, None, False,
+                        loc, (), {}, ok, spec)
             return
         sel = np.ones(src.grid, dtype=bool) if mask is None else np.broadcast_to(
             np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool), src.grid)
@@ -124,6 +124,19 @@ def _dma_copy(prog, inst):
         if dbuf.init is not None:
             dbuf.init[d_idx] = True
     return run
+
+
+def _same_elements(v, shape):
+    """A DMA's source values in the destination's shape (``[128, 1]`` → ``[128]``...).
+
+    The front end checked the element counts match; a DMA copies elements in order whatever
+    the ranks of the two access patterns.
+    """
+    shape = tuple(shape)
+    v = np.asarray(v)
+    if v.shape != shape and v.size == int(np.prod(shape)):
+        return v.reshape(shape)
+    return like(NUMPY, v, shape)
 
 
 def _ensure(prog, st, decl):

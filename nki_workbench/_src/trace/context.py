@@ -18,7 +18,21 @@ from dataclasses import replace
 from ..errors import NkiError, user_location
 from ..ir import Alloc, Inst, Loop, TensorDecl
 
-__all__ = ["TraceContext", "current", "require", "push", "pop"]
+__all__ = ["TraceContext", "current", "require", "push", "pop", "UnrollLoops"]
+
+
+class UnrollLoops(BaseException):
+    """Raised while tracing when a Python condition needs loop variables as Python ints.
+
+    ``trace_function`` catches it and traces the kernel again with the loops at ``keys``
+    (``(file, line)`` of their ``for`` statement) unrolled, so the condition is evaluated per
+    iteration at trace time. A ``BaseException``: a kernel's ``except Exception`` must not
+    swallow it.
+    """
+
+    def __init__(self, keys):
+        self.keys = frozenset(keys)
+        super().__init__(sorted(self.keys))
 
 
 class _Stacks(threading.local):
@@ -78,8 +92,10 @@ def _source_line(depth_frames=2) -> str:
 class TraceContext:
     """Mutable IR builder for one kernel trace."""
 
-    def __init__(self, name: str, target: str, grid: tuple, kernel_code=None):
+    def __init__(self, name: str, target: str, grid: tuple, kernel_code=None,
+                 unroll: frozenset = frozenset()):
         self.name = name
+        self.unroll = frozenset(unroll)  # keys of the loops traced unrolled (UnrollLoops)
         self.target = target
         self.grid = tuple(grid)
         self.kernel_code = kernel_code
@@ -172,12 +188,16 @@ class TraceContext:
             name = self.decls[name].base
         return name
 
-    def open_loop(self, kind: str, r: range, attrs: tuple, loc: str | None, hint: str | None):
-        """Start a symbolic loop; returns the loop variable's name."""
+    def open_loop(self, kind: str, r: range, attrs: tuple, loc: str | None, hint: str | None,
+                  key=None):
+        """Start a symbolic loop; returns the loop variable's name.
+
+        ``key`` (``(file, line)`` of the ``for``) names the loop for :class:`UnrollLoops`.
+        """
         var = self.fresh_name(hint or "i")
         self._loop_ids += 1
         self.loops.append(dict(var=var, kind=kind, range=r, attrs=attrs, loc=loc,
-                               id=self._loop_ids))
+                               id=self._loop_ids, key=key))
         self.scope = self.scope + (self._loop_ids,)
         self.var_ranges[var] = (r[0], r[-1]) if len(r) else None
         if not len(r):

@@ -9,6 +9,7 @@ kernel's file:line.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -140,8 +141,12 @@ def require_hbm(x, api: str, arg: str):
 
 def mask_expr(mask):
     """The predicate of a ``mask=`` argument (``None`` for no mask)."""
-    if mask is None or mask is True:
+    if mask is None or mask is True or (isinstance(mask, np.bool_) and mask):
         return None
+    if mask is False or isinstance(mask, np.bool_):
+        # why: a condition of loop variables evaluated at trace time (an unrolled iteration)
+        # turns the instruction off: it is kept, writing nothing
+        return E.compare("ne", E.const(0), E.const(0))
     if isinstance(mask, IndexExpr) and isinstance(mask.expr, E.Pred):
         if not E.is_affine(mask.expr) or E.dyns(mask.expr):
             raise NkiError("err_unsupported_expression_in_mask",
@@ -314,22 +319,35 @@ def _retarget(ctx, value, dst, acc: str | None) -> bool:
     # why: a multi-output instruction (activation_reduce's reduce_res=...) writes its main
     # result straight into the destination too, as NKI does; its other outputs stay as given
     mine = [k for k, o in enumerate(inst.outs) if o.tensor == value._name and o.index is None]
-    if tuple(dst.shape) != tuple(value.shape) or len(mine) != 1 or \
-            (len(inst.outs) > 1 and acc is not None):
+    if len(mine) != 1 or (len(inst.outs) > 1 and acc is not None):
         return False
+    out = dst._access()
+    if tuple(dst.shape) != tuple(value.shape):
+        if inst.op != "loop_reduce" or len(inst.outs) != 1 or out.index is None or \
+                _squeezed(dst.shape) != _squeezed(value.shape):
+            return False
+        # why: a loop_reduce must write its destination (the accumulator); [P, 1] and [P]
+        # hold the same elements (t[:, j] keeps a unit free dim as NKI does)
+        grid = E.grid_shape(out.index)
+        out = replace(out, shape=None if tuple(value.shape) == tuple(grid)
+                      else tuple(value.shape))
     attrs = dict(inst.attrs)
     if acc is not None:
         attrs["acc"] = acc
     outs = list(inst.outs)
-    outs[mine[0]] = dst._access()
+    outs[mine[0]] = out
     # why: the fused write skips emit()'s checks; a static write past the tile fails here
-    _check_bounds(ctx, outs[mine[0]], inst.mask is not None, user_location())
+    _check_bounds(ctx, out, inst.mask is not None, user_location())
     block[pos - 1:] = [Inst(inst.op, tuple(outs), inst.ins, tuple(sorted(attrs.items())),
                             inst.mask, inst.loc)]
     ctx.decls.pop(value._name, None)
     ctx.note_write(dst._name, inst.loc)
     value._dead = True
     return True
+
+
+def _squeezed(shape) -> tuple:
+    return tuple(int(s) for s in shape if s != 1)
 
 
 def _reduction_result(ctx, value) -> bool:

@@ -4,8 +4,14 @@
 variables and program ids are.
 
 :class:`IndexExpr` wraps an IR expression and gives it Python operators, so kernels can write
-``i * 128 + nl.arange(128)[:, None]`` and ``mask=(i_p < n) & (i_f < m)``. Python control flow on
-a symbolic value is refused with the NKI error code and a hint (use a mask or ``affine_select``).
+``i * 128 + nl.arange(128)[:, None]`` and ``mask=(i_p < n) & (i_f < m)``.
+
+Python control flow on a condition of loop variables (``if i * 128 >= j * 512:``) is evaluated
+at trace time, as NKI does: decided outright when it has one value over every iteration, else
+the loops it depends on are traced unrolled (:class:`~.context.UnrollLoops`) so that each
+iteration sees Python ints (docs/control_flow.md). Conditions on ``nl.arange``/``nl.mgrid``
+indices or on tensor values are refused with NKI's error codes (use a mask or
+``affine_select``).
 """
 
 from __future__ import annotations
@@ -116,14 +122,22 @@ class IndexExpr:
     __hash__ = None
 
     def __and__(self, o):
+        if isinstance(o, (bool, np.bool_)):
+            return self if o else _constant_pred(False)  # why: kernels mix Python flags in
         if not isinstance(o, IndexExpr):
             return NotImplemented
         return IndexExpr(E.land(self.expr, o.expr))
 
+    __rand__ = __and__
+
     def __or__(self, o):
+        if isinstance(o, (bool, np.bool_)):
+            return _constant_pred(True) if o else self
         if not isinstance(o, IndexExpr):
             return NotImplemented
         return IndexExpr(E.lor(self.expr, o.expr))
+
+    __ror__ = __or__
 
     def __invert__(self):
         return IndexExpr(E.lnot(self.expr))
@@ -162,7 +176,7 @@ class IndexExpr:
         """Number of grid axes."""
         return len(self.shape)
 
-    # -- Python control flow on symbols is not traceable
+    # -- Python control flow on symbols: evaluated at trace time
     def __bool__(self):
         if isinstance(self.expr, E.Pred) and _held_for_and(self.expr):
             return True  # why: `p and q` as a value: q is the mask, combined with p when used
@@ -170,6 +184,16 @@ class IndexExpr:
             raise NkiError("err_control_flow_condition_depending_on_arange",
                            "a Python condition depends on nl.arange/nl.mgrid indices",
                            user_location(), "use mask=(...) on the API call, or nisa.affine_select")
+        pred = self.expr if isinstance(self.expr, E.Pred) else E.compare("ne", self.expr, 0)
+        ctx = C.current()
+        if ctx is not None and not E.dyns(pred):
+            decided = _decide(ctx, pred)
+            if decided is not None:
+                return decided
+            names = E.free_vars(pred)
+            loops = [lp for lp in ctx.loops if lp["var"] in names and lp.get("key")]
+            if loops and {lp["var"] for lp in loops} == set(names):
+                raise C.UnrollLoops(lp["key"] for lp in loops)
         raise NkiError("err_dynamic_control_flow_not_supported",
                        f"a Python condition depends on the symbolic value "
                        f"'{E.to_str(self.expr)}' (a loop variable or program id)",
@@ -236,6 +260,35 @@ def take_pending_and(expr):
     for p in reversed(mine):
         expr = E.land(p, expr)
     return expr
+
+
+def _constant_pred(value: bool) -> IndexExpr:
+    return IndexExpr(E.compare("eq" if value else "ne", E.const(0), E.const(0)))
+
+
+_DECIDE_LIMIT = 1 << 16  # why: beyond this many iteration tuples, unrolling is cheaper to try
+
+
+def _decide(ctx, pred):
+    """``True``/``False`` when ``pred`` has that value in every iteration, else ``None``."""
+    ranges = {lp["var"]: lp["range"] for lp in ctx.loops}
+    for axis, size in enumerate(ctx.grid):
+        ranges.setdefault(f"pid{axis}", range(size))
+    names = sorted(E.free_vars(pred))
+    if any(n not in ranges for n in names):
+        return None
+    if int(np.prod([len(ranges[n]) for n in names])) > _DECIDE_LIMIT:
+        return None
+    grids = np.meshgrid(*[np.asarray(ranges[n], dtype=np.int64) for n in names],
+                        indexing="ij") if names else []
+    value = np.asarray(E.evaluate(pred, dict(zip(names, grids, strict=True))))
+    if value.size == 0:
+        return None
+    if value.all():
+        return True
+    if not value.any():
+        return False
+    return None
 
 
 def as_index_expr(x):

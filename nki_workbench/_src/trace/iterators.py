@@ -6,7 +6,7 @@ symbolic loop variable); ``static_range`` unrolls into Python ints.
 
 from __future__ import annotations
 
-from ..errors import NkiError, user_location
+from ..errors import NkiError, user_frame, user_location
 from ..ir import expr as E
 from . import context as C
 from .index import IndexExpr
@@ -64,10 +64,17 @@ class _SymbolicRange:
         self.attrs = (("directives", d),) if d is not None else ()
         self.loc = user_location()
         self.hint = C.TraceContext.loop_var_name()
+        frame = user_frame()
+        self.key = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
 
     def __iter__(self):
         ctx = C.require(self.api)
-        var = ctx.open_loop(self.kind, self.range, self.attrs, self.loc, self.hint)
+        if self.key is not None and self.key in ctx.unroll:
+            # why: a Python condition on this loop's variable needs its value (C.UnrollLoops):
+            # the iterations are traced one by one with Python ints, as nl.static_range does
+            yield from self.range
+            return
+        var = ctx.open_loop(self.kind, self.range, self.attrs, self.loc, self.hint, self.key)
         try:
             yield IndexExpr(E.as_expr(E.Var(var)))
         finally:

@@ -217,8 +217,30 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
     bound, leaves = flatten_args(func, args, kwargs, hook)
     constants = constants_of(bound, hook)
     key = spec_key(func, leaves, constants, grid, target, mapper)
+    unroll: frozenset = frozenset()
+    for _ in range(_MAX_UNROLL_RETRACES):
+        try:
+            return _trace_once(func, bound, leaves, constants, key, grid, target, hook, mapper,
+                               begin, end, unroll)
+        except C.UnrollLoops as more:
+            if more.keys <= unroll:
+                raise RuntimeError(f"loops {sorted(more.keys)} asked to be unrolled twice "
+                                   "while tracing") from None
+            unroll = unroll | more.keys
+    raise NkiError("err_dynamic_control_flow_not_supported",
+                   f"kernel '{_kernel_name(func)}': Python conditions on loop variables needed "
+                   f"more than {_MAX_UNROLL_RETRACES} loops unrolled",
+                   definition_location(func), "use masks (mask=...) or nisa.affine_select")
+
+
+_MAX_UNROLL_RETRACES = 64  # why: each retrace unrolls at least one more loop; real kernels need few
+
+
+def _trace_once(func, bound, leaves, constants, key, grid, target, hook, mapper, begin, end,
+                unroll):
+    """One trace with the loops in ``unroll`` unrolled (raises ``UnrollLoops`` for more)."""
     name = _kernel_name(func)
-    ctx = C.TraceContext(name, target, grid, getattr(func, "__code__", None))
+    ctx = C.TraceContext(name, target, grid, getattr(func, "__code__", None), unroll)
     if begin is not None:
         begin(func, ctx)
     annotations = getattr(func, "__annotations__", {})
@@ -254,7 +276,7 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
         C.pop(ctx)
         while ctx.loops:
             ctx.close_loop()
-    returns, outputs = _outputs(ctx, result, params, table)
+    returns, outputs, shapes = _outputs(ctx, result, params, table)
     body = ctx.finish_body()
     kattrs = {}
     if ctx.attrs.get("has_collectives"):
@@ -262,6 +284,8 @@ def trace_function(func, args=(), kwargs=None, *, grid=(), target=None, hook=Non
     if constants:
         kattrs["constants"] = tuple((p, _const_repr(v)) for p, v in constants)
     kattrs["returns"] = returns
+    if any(s != ctx.decls[n].shape for n, s in zip(outputs, shapes, strict=True)):
+        kattrs["output_shapes"] = tuple(shapes)  # a returned reshape view keeps its shape
     if end is not None:
         kattrs.update(end(ctx))
     kernel = Kernel(name, tuple(ctx.decls[p] for p in params), body, tuple(outputs),
@@ -404,7 +428,7 @@ def _outputs(ctx, result, params, table):
                                 "store into them and return them")
         for p in written_params:
             ctx.update_decl(p, kind="inout")
-        return "none", written_params
+        return "none", written_params, [ctx.decls[p].shape for p in written_params]
     if isinstance(result, NkiTensor):
         items, returns = [result], "single"
     elif isinstance(result, (tuple, list)):
@@ -412,7 +436,7 @@ def _outputs(ctx, result, params, table):
     else:
         raise NkiError(None, f"kernel '{ctx.name}' returned {type(result).__name__}; kernels "
                        "return HBM tensors (or a tuple of them)")
-    outputs = []
+    outputs, shapes = [], []
     for k, t in enumerate(items):
         if not isinstance(t, NkiTensor):
             raise NkiError(None, f"kernel '{ctx.name}' return value #{k} is "
@@ -433,6 +457,7 @@ def _outputs(ctx, result, params, table):
         decl = ctx.decls[name]
         ctx.update_decl(name, kind="inout" if decl.kind == "input" else "output")
         outputs.append(name)
+        shapes.append(_returned_shape(ctx, t, name))
     for p in written_params:
         t = by_name[p]
         if p in outputs:
@@ -445,4 +470,21 @@ def _outputs(ctx, result, params, table):
                        f"kernel parameter '{p}' is written but is not annotated mutable",
                        ctx.writes[p], "annotate it nt.mutable_tensor and return it, or write to "
                        "a new nl.ndarray(..., buffer=nl.shared_hbm) output")
-    return returns, outputs
+    return returns, outputs, shapes
+
+
+def _returned_shape(ctx, t, root) -> tuple:
+    """The shape the caller gets for returned tensor ``t`` (whose storage is ``root``).
+
+    A whole-tensor reshape view (``out.reshape(...)``, also chained) keeps its shape, as NKI
+    returns it; any other view kind is refused by name.
+    """
+    name = t._name
+    while name != root:
+        d = ctx.decls[name]
+        if d.view != "reshape":
+            raise NkiError("err_unsupported_memory",
+                           f"kernel '{ctx.name}' returns '{name}', a {d.view} view of "
+                           f"'{root}'", d.loc, f"return '{root}' (or a reshape of it)")
+        name = d.base
+    return tuple(int(s) for s in ctx.decls[t._name].shape)

@@ -427,6 +427,11 @@ def _subscript(t: NkiTensor, key) -> NkiTensor:
                     e = E.const(c + shape[d])
                 new.append(e)
         out_shape = tuple(out_shape)
+        if len(out_shape) == 1 and len(shape) == 2 and t.buffer in ("sbuf", "psum") \
+                and not isinstance(key[-1], (slice, DynSlice)):
+            # why: as in NKI, a tile keeps a free dimension: t[:, j] of a [P, F] tile is
+            # [P, 1] (the attention kernels then index it again with [:, 0])
+            out_shape = out_shape + (1,)
     if t._index is None:
         index = tuple(new)
     else:
