@@ -24,7 +24,8 @@ LAYERS = (
     ("hw", ("_src.hw", "_src.hw.targets", "_src.hw.cost_targets")),
     ("ir", ("_src.ir",)),
     ("trace", ("_src.trace",)),
-    ("front ends", ("_src.lang", "_src.isa", "_src.alloc.spec", "_src.alloc.kernel_opts",
+    ("front ends", ("_src.lang", "_src.isa", "_src.current", "_src.alloc.spec",
+                    "_src.alloc.kernel_opts",
                     "_src.collectives.kinds", "_src.collectives.trace")),
     ("passes", ("_src.alloc",)),
     ("semantics", ("_src.semantics", "_src.machine")),
@@ -37,7 +38,7 @@ LAYERS = (
     ("bridges", ("_src.bridges",)),
     ("inspection", ("_src.inspection",)),
     ("notebook", ("notebook",)),
-    ("public faces", ("", "cli", "compat", "ir", "jax", "torch", "nki", "examples")),
+    ("public faces", ("", "cli", "compat", "ir", "jax", "torch", "nki", "current", "examples")),
 )
 
 # entries that name only the package module itself, not what lies below it
