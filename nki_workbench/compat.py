@@ -53,6 +53,7 @@ def install() -> None:
     sys.modules["neuronxcc.nki"] = nki
     for m in _SUBMODULES:
         sys.modules[f"neuronxcc.nki.{m}"] = importlib.import_module(f"nki_workbench.nki.{m}")
+    importlib.import_module("nki_workbench.current.alias").install()  # `import nki` (NKI 0.2+)
 
 
 def uninstall() -> None:
@@ -61,3 +62,4 @@ def uninstall() -> None:
         return
     for name in _ALIASES:
         sys.modules.pop(name, None)
+    importlib.import_module("nki_workbench.current.alias").uninstall()

@@ -14,11 +14,10 @@ Example:
 
 from __future__ import annotations
 
+from .._src.current_jit import DEFAULT_TARGET, Kernel, api_of, backend_config, jit, simulate
 from .._src.errors import NkiError
 from .._src.options import SimParams
 from . import isa, language  # noqa: F401  (sub-modules, as in NKI)
-from ._kernel import DEFAULT_TARGET, Kernel, jit
-from ._simulate import api_of, backend_config, simulate
 
 __all__ = ["jit", "simulate", "Kernel", "api_of", "backend_config", "language", "isa",
            "typing", "NkiError", "SimParams", "DEFAULT_TARGET"]
