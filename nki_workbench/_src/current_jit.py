@@ -62,12 +62,21 @@ class Kernel(GenericKernel):
                            hint=f"use one of {', '.join(_TARGETS)}")
         return _TARGETS[env] if env else DEFAULT_TARGET
 
+    @property
+    def kwargs(self) -> dict:
+        """Options, with ``platform_target`` resolved from the environment at each use."""
+        return {**self._options, "platform_target": self.platform_target}
+
+    @kwargs.setter
+    def kwargs(self, value: dict) -> None:
+        self._options = dict(value)
+
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
         if len(grid) != 1:
             raise NkiError(None, f"kernel[{', '.join(map(str, grid))}]: NKI 0.2+ launches take "
                            "one integer, the LNC degree", hint="write kernel[2]")
-        k = Kernel(self.func, grid, **self.kwargs)
+        k = Kernel(self.func, grid, **self._options)
         k._cache, k._kernels = self._cache, self._kernels
         return k
 
@@ -102,7 +111,8 @@ def as_kernel(kernel):
     if isinstance(kernel, Kernel):
         return kernel
     if isinstance(kernel, GenericKernel):
-        return Kernel(kernel.func, kernel.grid, **kernel.kwargs)
+        opts = {n: v for n, v in kernel.kwargs.items() if n not in ("platform_target", "mode")}
+        return Kernel(kernel.func, kernel.grid, **opts)
     if callable(kernel):
         return Kernel(kernel)
     raise TypeError(f"nki.simulate expects a kernel or a function, got {kernel!r}")

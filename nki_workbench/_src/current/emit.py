@@ -89,9 +89,12 @@ def into(dst: NkiTensor, value: NkiTensor, api: str, *, acc: str | None = None,
 
 
 def zero_fill(dst: NkiTensor, block: list, loc) -> None:
-    """Append ``memset(dst, 0)`` to ``block`` (an enclosing block of the current one)."""
+    """Append ``memset(dst, 0)`` to ``block`` (an enclosing block of the current one).
+
+    The instruction is the one ``nl.zeros`` emits, so a legacy kernel zeroing its PSUM tile
+    with ``nl.zeros`` traces to the same IR.
+    """
     ctx = C.require("nisa.nc_matmul")
     acc: Access = dst.access()
-    block.append(Inst("memset", (acc,), (Scalar(0.0),),
-                      (("dtype", dst.decl.dtype), ("engine", "vector")), None, loc))
+    block.append(Inst("memset", (acc,), (Scalar(0),), (("dtype", dst.decl.dtype),), None, loc))
     ctx.note_write(dst.name, loc)
