@@ -4,9 +4,8 @@ import re
 
 import numpy as np
 import pytest
-from kernels_current import PAIRS
+from kernels_current import PAIRS, nki
 
-import nki
 from nki_workbench import inspect
 from nki_workbench.ir import print_kernel
 from nki_workbench.nki import simulate_kernel, trace_kernel
