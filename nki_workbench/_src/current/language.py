@@ -76,7 +76,12 @@ def ndarray(shape, dtype, buffer=_L.sbuf, name="", address=None, **kwargs):
     Returns:
         The new tensor.
     """
-    return _L.ndarray(shape, dtype, buffer=buffer, name=name)
+    ctx = C.require("nl.ndarray")
+    code, ctx.kernel_code = ctx.kernel_code, None  # why: NKI 0.2+ inlines helper functions
+    try:
+        return _L.ndarray(shape, dtype, buffer=buffer, name=name)
+    finally:
+        ctx.kernel_code = code
 
 
 def zeros(shape, dtype, buffer=_L.sbuf, name="", **kwargs):
