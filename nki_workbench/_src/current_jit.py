@@ -181,13 +181,24 @@ def api_of(kernel) -> str:
     func = kernel_parts(kernel).func if not isinstance(kernel, CurrentFunction) else kernel
     if is_current(func):
         return "nki"
+    code = getattr(func, "__code__", None)
     g = getattr(func, "__globals__", {})
-    names = set(getattr(getattr(func, "__code__", None), "co_names", ()))
-    for n in names:
-        mod = getattr(g.get(n), "__name__", "") or ""
-        if mod.startswith("nki_workbench.current") or mod == "nki" or mod.startswith("nki."):
+    values = [g.get(n) for n in getattr(code, "co_names", ())]
+    cells = getattr(func, "__closure__", None) or ()
+    values += [c.cell_contents for c in cells if _filled(c)]
+    for v in values:
+        mod = getattr(v, "__name__", "") if isinstance(v, type(np)) else ""
+        if mod.startswith("nki_workbench.current"):
             return "nki"
     return "legacy"
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def backend_config(kernel, *args, klir_dir: str = "/tmp", **kwargs) -> dict:
