@@ -43,7 +43,7 @@ _SHIM = {
             def __init__(self, kernel):
                 self.kernel = kernel
             def __getitem__(self, lnc):
-                k = _cur.jit(self.kernel) if not isinstance(self.kernel, _cur.Kernel) else self.kernel
+                k = self.kernel if isinstance(self.kernel, _cur.Kernel) else _cur.jit(self.kernel)
                 return simulate(k[lnc] if int(lnc) > 1 else k)
             def __call__(self, *a, **kw):
                 return self[1](*a, **kw)
