@@ -55,9 +55,11 @@ def enum_member(enum, v, api: str, arg: str):
     from ..errors import NkiError, user_location
     if isinstance(v, Enum) and v.name in enum.__members__:
         return enum[v.name]
+    if issubclass(enum, IntEnum) and isinstance(v, int) and not isinstance(v, bool) and \
+            v in enum._value2member_map_:
+        return enum(v)  # why: nki-library passes the raw value (dge_mode=3) and NKI accepts it
     raise NkiError(None, f"{api}: {arg} must be a nki.isa.{enum.__name__} member, got {v!r}",
-                   user_location(), "since NKI 0.3 raw ints and strings are not accepted for "
-                   "enum arguments")
+                   user_location(), f"use one of {', '.join(enum.__members__)}")
 
 
 def legacy_cmd(v, api: str):
