@@ -54,6 +54,7 @@ def install() -> None:
     sys.modules["neuronxcc.nki"] = nki
     for m in _SUBMODULES:
         sys.modules[f"neuronxcc.nki.{m}"] = importlib.import_module(f"nki_workbench.nki.{m}")
+    importlib.import_module("nki_workbench.current.alias").install()  # `import nki` (NKI 0.2+)
 
 
 def uninstall() -> None:
@@ -63,3 +64,4 @@ def uninstall() -> None:
     importlib.import_module("nki_workbench.compat_torch").uninstall()
     for name in _ALIASES:
         sys.modules.pop(name, None)
+    importlib.import_module("nki_workbench.current.alias").uninstall()

@@ -253,6 +253,7 @@ class NkiMagics(Magics):
     def _run(self, opts, cell: str):
         from IPython.core.error import UsageError
 
+        from .._src import current_jit as _current_jit
         from .._src.inspection import inspect
         from .progress import SimulationProgress
         ns = self.shell.user_ns
@@ -275,7 +276,7 @@ class NkiMagics(Magics):
                              "name it with --kernel NAME")
         if name not in ns:
             raise UsageError(f"no kernel named '{name}' in the notebook namespace")
-        kernel = ns[name]
+        kernel = _current_jit.kernel_of_its_api(ns[name])  # legacy or today's `import nki`
         positional, named = self._arguments(opts, name)
         try:
             args, kwargs = _args.bind_arguments(kernel, positional, named)

@@ -24,7 +24,8 @@ LAYERS = (
     ("hw", ("_src.hw", "_src.hw.targets", "_src.hw.cost_targets")),
     ("ir", ("_src.ir",)),
     ("trace", ("_src.trace",)),
-    ("front ends", ("_src.lang", "_src.isa", "_src.alloc.spec", "_src.alloc.kernel_opts",
+    ("front ends", ("_src.lang", "_src.isa", "_src.current", "_src.alloc.spec",
+                    "_src.alloc.kernel_opts",
                     "_src.collectives.kinds", "_src.collectives.trace")),
     ("passes", ("_src.alloc",)),
     ("semantics", ("_src.semantics", "_src.machine")),
@@ -33,12 +34,13 @@ LAYERS = (
                           "_src.collectives.timing")),
     ("encode", ("_src.encode",)),
     ("runtime", ("_src.execution", "_src.runtime")),
-    ("dispatch", ("_src.dispatch", "_src.collectives", "_src.collectives.ranks")),
+    ("dispatch", ("_src.dispatch", "_src.current_jit", "_src.collectives",
+                  "_src.collectives.ranks")),
     ("bridges", ("_src.bridges",)),
     ("inspection", ("_src.inspection",)),
     ("notebook", ("notebook",)),
     ("public faces", ("", "cli", "compat", "compat_torch", "ir", "jax", "torch", "nki",
-                      "examples")),
+                      "current", "examples")),
 )
 
 # entries that name only the package module itself, not what lies below it

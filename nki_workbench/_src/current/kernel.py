@@ -1,0 +1,106 @@
+"""How a kernel of today's ``import nki`` is traced into the shared IR.
+
+:class:`CurrentFunction` wraps the kernel's Python function. Inside a trace it marks the
+:class:`~..trace.context.TraceContext` as a current-API trace (``ctx.attrs["api"] = "nki"``: the
+subscript rules of NKI 0.2+ apply) and runs the body with ``nl.affine_range`` /
+``nl.sequential_range`` as IR loops, exactly as the legacy front end does, so the two APIs give
+the same IR for the same kernel. Since NKI 0.2 those iterators are plain Python ``range``s,
+and kernels may use the loop variable in Python (``if k == 0``, ``min(n, k * 128)``); when the
+symbolic body trips over such a use, the trace starts over with every loop unrolled (what AWS's
+tracer does). The retry restores the context to its state at entry.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..errors import NkiError
+from ..trace import context as C
+
+__all__ = ["CurrentFunction", "unrolling", "is_current", "current_trace"]
+
+# NkiError codes of a symbolic loop variable used as a Python value
+_PYTHON_USE = {"err_ambiguous_tensor_truth_value", "err_dynamic_control_flow_not_supported"}
+
+
+def current_trace() -> bool:
+    """Whether the kernel being traced in this thread uses today's API."""
+    ctx = C.current()
+    return ctx is not None and ctx.attrs.get("api") == "nki"
+
+
+def unrolling() -> bool:
+    """Whether loops of the current trace are unrolled into Python ints."""
+    ctx = C.current()
+    return ctx is not None and bool(ctx.attrs.get("unroll"))
+
+
+def _snapshot(ctx) -> dict:
+    snap = {}
+    for k, v in vars(ctx).items():
+        if k == "blocks":
+            snap[k] = [list(b) for b in v]
+        elif isinstance(v, (dict, list, set)):
+            snap[k] = type(v)(v)
+        else:
+            snap[k] = v
+    return snap
+
+
+def _restore(ctx, snap: dict) -> None:
+    for k, v in snap.items():
+        if k == "blocks":
+            setattr(ctx, k, [list(b) for b in v])
+        elif isinstance(v, (dict, list, set)):
+            setattr(ctx, k, type(v)(v))
+        else:
+            setattr(ctx, k, v)
+
+
+def _symbolic_use(exc: BaseException) -> bool:
+    if isinstance(exc, NkiError):
+        return exc.code in _PYTHON_USE
+    return isinstance(exc, TypeError)
+
+
+class CurrentFunction:
+    """A kernel function written for ``import nki`` (callable like the function itself).
+
+    Attributes:
+        fn: the user's function.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+        self.__code__ = getattr(fn, "__code__", None)
+
+    def __call__(self, *args, **kwargs):
+        ctx = C.current()
+        if ctx is None or ctx.attrs.get("api") == "nki":
+            return self.fn(*args, **kwargs)  # why: a sub-kernel call inside a current trace
+        ctx.attrs["api"] = "nki"
+        snap = _snapshot(ctx)
+        try:
+            return self.fn(*args, **kwargs)
+        except (NkiError, TypeError) as exc:
+            if not _symbolic_use(exc) or not _has_loops(ctx, snap):
+                raise
+        C.pop(ctx)
+        _restore(ctx, snap)
+        ctx.attrs["unroll"] = True
+        C.push(ctx)
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<nki kernel function {getattr(self.fn, '__qualname__', self.fn)}>"
+
+
+def _has_loops(ctx, snap) -> bool:
+    # why: only a trace that opened symbolic loops can succeed unrolled
+    return ctx._loop_ids > snap["_loop_ids"]
+
+
+def is_current(func) -> bool:
+    """Whether a kernel function (or ``@nki.jit`` object's ``func``) uses today's API."""
+    return isinstance(func, CurrentFunction)

@@ -1,0 +1,188 @@
+"""Today's ``nki.language`` (NKI 0.2+) over the legacy implementation.
+
+Dtypes are strings (``nl.float32 == "float32"``), buffers are the legacy markers
+(``nl.sbuf``, ``nl.psum``, ``nl.hbm`` = ``nl.private_hbm``, ``nl.shared_hbm``) with the NKI 0.3
+default ``buffer=nl.sbuf``; creation, load/store, math, reductions and activations are the
+legacy ``nl`` functions (one opcode and one value rule each). What changed: ``affine_range`` /
+``sequential_range`` / ``static_range`` (loops of a current trace; unrolled when the kernel uses
+the loop variable as a Python value), ``program_id(axis=0)``, ``num_programs(axes=0)``,
+``tile_size`` with the 0.4+ byte constants, ``no_reorder``, ``NKIObject``, buffer predicates.
+"""
+
+from __future__ import annotations
+
+from .. import lang as _L
+from ..hw import DEFAULT_TARGET, get_target
+from ..trace import context as C
+from ..trace import iterators as _it
+from ..trace.buffers import Buffer
+from .kernel import unrolling
+
+__all__ = ["affine_range", "sequential_range", "static_range", "program_id", "num_programs",
+           "program_ndim", "tile_size", "no_reorder", "NKIObject", "is_hbm", "is_on_chip",
+           "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion"]
+
+DTYPES = ("bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32",
+          "bfloat16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+          "float8_e8m0fnu", "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4")
+"""The dtype names of NKI 0.6 (``nl.<name> == "<name>"``; ``bool_`` is ``"bool"``)."""
+
+
+class MemoryRegion:
+    """The memory regions of NKI 0.3+ (members are the ``nl.*`` buffer markers)."""
+
+    sbuf = _L.sbuf
+    psum = _L.psum
+    private_hbm = _L.private_hbm
+    shared_hbm = _L.shared_hbm
+
+
+def _buffer_name(buffer) -> str:
+    return buffer.name if isinstance(buffer, Buffer) else str(getattr(buffer, "value", buffer))
+
+
+def is_hbm(buffer) -> bool:
+    """Whether ``buffer`` is an HBM region (private or shared)."""
+    return _buffer_name(buffer) in ("hbm", "private_hbm", "shared_hbm")
+
+
+def is_psum(buffer) -> bool:
+    """Whether ``buffer`` is PSUM."""
+    return _buffer_name(buffer) == "psum"
+
+
+def is_sbuf(buffer) -> bool:
+    """Whether ``buffer`` is SBUF."""
+    return _buffer_name(buffer) == "sbuf"
+
+
+def is_on_chip(buffer) -> bool:
+    """Whether ``buffer`` is SBUF or PSUM."""
+    return is_sbuf(buffer) or is_psum(buffer)
+
+
+def ndarray(shape, dtype, buffer=_L.sbuf, name="", address=None, **kwargs):
+    """An uninitialised tensor (default SBUF); outputs use ``buffer=nl.shared_hbm``.
+
+    Args:
+        shape: dimensions (dim 0 is the partition dim on chip).
+        dtype: dtype name or numpy dtype.
+        buffer: ``nl.sbuf`` / ``nl.psum`` / ``nl.hbm`` / ``nl.shared_hbm``.
+        name: optional tensor name.
+        address: ``(partition_offset, free_byte_offset)`` placement; the workbench allocates
+            automatically and checks capacity instead (accepted, not honoured).
+        **kwargs: other keywords (accepted).
+
+    Returns:
+        The new tensor.
+    """
+    ctx = C.require("nl.ndarray")
+    code, ctx.kernel_code = ctx.kernel_code, None  # why: NKI 0.2+ inlines helper functions
+    try:
+        return _L.ndarray(shape, dtype, buffer=buffer, name=name)
+    finally:
+        ctx.kernel_code = code
+
+
+def zeros(shape, dtype, buffer=_L.sbuf, name="", **kwargs):
+    """A zero-filled tensor (default SBUF)."""
+    return _L.zeros(shape, dtype, buffer=buffer, name=name)
+
+
+def _range(kind, args, kwargs):
+    if unrolling():
+        return _it.static_range(*args)
+    return getattr(_it, f"{kind}_range")(*args, **kwargs)
+
+
+def affine_range(start, stop=None, step=1, **kwargs):
+    """``range(start, stop, step)`` (deprecated alias since NKI 0.2); an IR loop when possible."""
+    return _range("affine", _args(start, stop, step), kwargs)
+
+
+def sequential_range(start, stop=None, step=1, **kwargs):
+    """``range(start, stop, step)`` executed in order (deprecated alias since NKI 0.2)."""
+    return _range("sequential", _args(start, stop, step), kwargs)
+
+
+def static_range(start, stop=None, step=1):
+    """``range(start, stop, step)``, unrolled at trace time."""
+    return _it.static_range(*_args(start, stop, step))
+
+
+def _args(start, stop, step):
+    return (start,) if stop is None and step == 1 else \
+        ((0, start, step) if stop is None else (start, stop, step))
+
+
+def program_id(axis=0):
+    """This program's index along launch-grid ``axis`` (the LNC core id for ``kernel[2]``)."""
+    return _L.program_id(axis)
+
+
+def num_programs(axes=0):
+    """Launch-grid size along ``axes`` (1 or 2 for an LNC launch)."""
+    return _L.num_programs(axes)
+
+
+def program_ndim():
+    """Number of launch-grid dimensions (0 without a grid)."""
+    return _L.program_ndim()
+
+
+class _TileSize:
+    """Tile-size limits of the target being traced (NKI 0.4+ names included).
+
+    Attributes:
+        pmax: partitions of a tile (128).
+        psum_fmax: fp32 elements of one PSUM bank (deprecated in 0.4).
+        psum_bank_fmax: fp32 elements of one PSUM bank (512).
+        psum_bank_fmax_bytes: bytes of one PSUM bank per partition (2048).
+        psum_num_banks: PSUM banks (8).
+        gemm_stationary_fmax: matmul stationary free size (128).
+        gemm_moving_fmax: matmul moving free size (512).
+        bn_stats_fmax: ``bn_stats`` input free size (512).
+        sbuf_fmax_bytes: usable SBUF bytes per partition.
+        sbuf_fmax: usable SBUF fp32 elements per partition.
+        sbuf_size_bytes: usable SBUF bytes in all partitions.
+        total_available_sbuf_size: usable SBUF bytes per partition (deprecated in 0.4).
+        psum_min_align: PSUM byte alignment.
+        sbuf_min_align: SBUF byte alignment.
+    """
+
+    def _t(self):
+        ctx = C.current()
+        return get_target(ctx.target if ctx else DEFAULT_TARGET)
+
+    def __getattr__(self, name):
+        t = self._t()
+        table = {
+            "psum_bank_fmax": t.psum_bank_bytes // 4, "psum_bank_fmax_bytes": t.psum_bank_bytes,
+            "psum_num_banks": t.psum_banks, "sbuf_fmax_bytes": t.total_available_sbuf_size,
+            "sbuf_fmax": t.total_available_sbuf_size // 4,
+            "sbuf_size_bytes": t.total_available_sbuf_size * t.num_partitions,
+        }
+        if name in table:
+            return table[name]
+        if name in _L.constants.TileSize._FIELDS:
+            return getattr(t, name)
+        raise AttributeError(f"nl.tile_size has no attribute {name!r}")
+
+
+tile_size = _TileSize()
+
+
+class no_reorder:  # noqa: N801 - NKI's spelling
+    """``with nl.no_reorder():`` keeps program order; the workbench's scheduler already does."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class NKIObject:
+    """Base class of user classes passed to NKI 0.2+ kernels (plain Python here)."""
+
+

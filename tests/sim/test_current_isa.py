@@ -1,0 +1,279 @@
+"""Each instruction of today's ``nki.isa`` (destination first) against a numpy reference."""
+
+import numpy as np
+import pytest
+from kernels_current import nisa, nki, nl
+
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((128, 64)).astype(np.float32)
+Y = RNG.standard_normal((128, 64)).astype(np.float32)
+V = RNG.standard_normal((128, 1)).astype(np.float32)
+
+
+def _load(src, shape=None, dtype=None):
+    t = nl.ndarray(shape or src.shape, dtype or src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    return t
+
+
+def _store(t):
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _tile(shape, dtype=nl.float32, buffer=nl.sbuf):
+    return nl.ndarray(shape, dtype, buffer=buffer)
+
+
+def k_tensor_tensor(x, y):
+    d = _tile(x.shape)
+    nisa.tensor_tensor(dst=d, data1=_load(x), data2=_load(y), op=nl.multiply)
+    return _store(d)
+
+
+def k_tensor_scalar(x, v):
+    d = _tile(x.shape)
+    nisa.tensor_scalar(dst=d, data=_load(x), op0=nl.subtract, operand0=_load(v), op1=nl.maximum,
+                       operand1=0.0)
+    return _store(d)
+
+
+def k_scalar_tensor_tensor(x, y):
+    d = _tile(x.shape)
+    nisa.scalar_tensor_tensor(dst=d, data=_load(x), op0=nl.multiply, operand0=2.0, op1=nl.add,
+                              operand1=_load(y))
+    return _store(d)
+
+
+def k_activation(x, v):
+    d, s = _tile(x.shape), _tile((128, 1))
+    nisa.activation(dst=d, op=nl.tanh, data=_load(x), bias=_load(v), scale=0.5,
+                    reduce_op=nl.add, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    both = _tile((128, 65))
+    nisa.tensor_copy(dst=both[:, 0:64], src=d)
+    nisa.tensor_copy(dst=both[:, 64:65], src=s)
+    return _store(both)
+
+
+def k_activation_reduce(x):
+    d, s = _tile(x.shape), _tile((128, 1))
+    nisa.activation_reduce(dst=d, op=nl.exp, data=_load(x), reduce_op=nl.add, reduce_res=s)
+    return _store(s)
+
+
+def k_tensor_reduce(x):
+    d = _tile((128, 1))
+    nisa.tensor_reduce(dst=d, op=nl.maximum, data=_load(x), axis=(1,))
+    return _store(d)
+
+
+def k_partition_reduce(x):
+    d = _tile((1, 64))
+    nisa.tensor_partition_reduce(dst=d, op=nl.add, data=_load(x))
+    return _store(d)
+
+
+def k_copy_cast(x):
+    d = _tile(x.shape, nl.bfloat16)
+    nisa.tensor_copy(dst=d, src=_load(x))
+    f = _tile(x.shape)
+    nisa.tensor_copy(dst=f, src=d, engine=nisa.engine.gpsimd)
+    return _store(f)
+
+
+def k_memset_iota(x):
+    m = _tile((128, 64), nl.int32)
+    nisa.memset(dst=m, value=7)
+    i = _tile((128, 64), nl.int32)
+    nisa.iota(dst=i, pattern=[[2, 64]], offset=5, channel_multiplier=3)
+    d = _tile((128, 64), nl.int32)
+    nisa.tensor_tensor(dst=d, data1=m, data2=i, op=nl.add)
+    return _store(d)
+
+
+def k_iota_2d(x):
+    i = _tile((128, 4, 16), nl.float32)
+    nisa.iota(dst=i, pattern=[[100, 4], [1, 16]], channel_multiplier=1000)
+    return _store(i)
+
+
+def k_matmul(x, y):
+    a, b = _load(x[:, 0:32]), _load(y)
+    p = _tile((32, 64), buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=a, moving=b, accumulate=False)
+    nisa.nc_matmul(dst=p, stationary=a, moving=b, accumulate=True)
+    d = _tile((32, 64))
+    nisa.tensor_copy(dst=d, src=p)
+    return _store(d)
+
+
+def k_transpose_vector(x):
+    t = _load(x[0:32, 0:32])
+    d = _tile((32, 32))
+    nisa.nc_transpose(dst=d, data=t)
+    return _store(d)
+
+
+def k_reciprocal(x):
+    d = _tile(x.shape)
+    nisa.reciprocal(dst=d, data=_load(x))
+    return _store(d)
+
+
+def k_scan(x, y):
+    d = _tile(x.shape)
+    nisa.tensor_tensor_scan(dst=d, data0=_load(x), data1=_load(y), initial=0.0,
+                            op0=nl.multiply, op1=nl.add)
+    return _store(d)
+
+
+def k_bn(x):
+    st = _tile((128, 6))
+    nisa.bn_stats(dst=st, data=_load(x))
+    mv = _tile((128, 2))
+    nisa.bn_aggr(dst=mv, data=st)
+    return _store(mv)
+
+
+def k_max8(x):
+    d = _tile((128, 8))
+    nisa.max8(dst=d, src=_load(x))
+    return _store(d)
+
+
+def k_dma_compute(x, y):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_compute(dst=out, srcs=[x, y, x], reduce_op=nl.add)
+    return out
+
+
+def k_dma_transpose(x):
+    t = _tile((64, 128))
+    nisa.dma_transpose(dst=t, src=x)
+    return _store(t)
+
+
+def k_exponential(x, v):
+    d = _tile(x.shape)
+    nisa.exponential(dst=d, src=_load(x), max_value=_load(v))
+    return _store(d)
+
+
+def k_select(x, y):
+    t = _load(x)
+    m = _tile(x.shape)
+    nisa.affine_select(dst=m, pattern=[[1, 64]], channel_multiplier=-1, on_true_tile=t,
+                       on_false_value=0.0, cmp_op=nl.less, offset=-10)
+    return _store(m)
+
+
+def k_ap_views(x):
+    t = _load(x)
+    d = _tile((128, 32))
+    nisa.tensor_copy(dst=d, src=t.ap([[64, 128], [2, 32]], offset=1))
+    e = _tile((128, 16))
+    nisa.tensor_copy(dst=e, src=t.slice(1, 8, 40, 2))
+    both = _tile((128, 48))
+    nisa.tensor_copy(dst=both[:, 0:32], src=d)
+    nisa.tensor_copy(dst=both[:, 32:48], src=e)
+    return _store(both)
+
+
+def k_hbm_ap(x):
+    t = _tile((64, 128))
+    nisa.dma_copy(dst=t, src=x.ap([[1, 64], [64, 128]]))  # a transposing read pattern
+    return _store(t)
+
+
+def _bn(x):
+    return np.stack([x.mean(1), x.var(1)], axis=1)
+
+
+CASES = [
+    (k_tensor_tensor, (X, Y), lambda x, y: x * y),
+    (k_tensor_scalar, (X, V), lambda x, v: np.maximum(x - v, 0.0)),
+    (k_scalar_tensor_tensor, (X, Y), lambda x, y: 2 * x + y),
+    (k_activation, (X, V), lambda x, v: np.concatenate(
+        [np.tanh(x * 0.5 + v), np.tanh(x * 0.5 + v).sum(1, keepdims=True)], 1)),
+    (k_activation_reduce, (X,), lambda x: np.exp(x).sum(1, keepdims=True)),
+    (k_tensor_reduce, (X,), lambda x: x.max(1, keepdims=True)),
+    (k_partition_reduce, (X,), lambda x: x.sum(0, keepdims=True)),
+    (k_copy_cast, (X,), lambda x: x),
+    (k_memset_iota, (X,), lambda x: 7 + 5 + 3 * np.arange(128)[:, None] + 2 * np.arange(64)),
+    (k_iota_2d, (X,), lambda x: 1000.0 * np.arange(128)[:, None, None]
+     + 100 * np.arange(4)[None, :, None] + np.arange(16)),
+    (k_matmul, (X, Y), lambda x, y: 2 * x[:, 0:32].T @ y),
+    (k_transpose_vector, (X,), lambda x: x[0:32, 0:32].T),
+    (k_reciprocal, (X,), lambda x: 1 / x),
+    (k_scan, (X, Y), lambda x, y: _scan(x, y)),
+    (k_bn, (X,), _bn),
+    (k_max8, (X,), lambda x: -np.sort(-x, axis=1)[:, :8]),
+    (k_dma_compute, (X, Y), lambda x, y: 2 * x + y),
+    (k_dma_transpose, (X,), lambda x: x.T),
+    (k_exponential, (X, V), lambda x, v: np.exp(x - v)),
+    (k_select, (X, Y), lambda x, y: np.where(
+        -10 - np.arange(128)[:, None] + np.arange(64) < 0, x, 0.0)),
+    (k_ap_views, (X,), lambda x: np.concatenate([x[:, 1:64:2], x[:, 8:40:2]], 1)),
+    (k_hbm_ap, (X,), lambda x: x.T),
+]
+
+
+def _scan(x, y):
+    out = np.zeros_like(x)
+    r = np.zeros(x.shape[0], np.float32)
+    for j in range(x.shape[1]):
+        r = x[:, j] * r + y[:, j]
+        out[:, j] = r
+    return out
+
+
+@pytest.mark.parametrize("kernel,args,ref", CASES, ids=[c[0].__name__[2:] for c in CASES])
+def test_instruction_matches_numpy(kernel, args, ref):
+    tol = 2e-2 if kernel in (k_copy_cast, k_activation, k_exponential, k_activation_reduce) \
+        else 1e-4
+    out = nki.simulate(kernel)(*args)
+    np.testing.assert_allclose(out.astype(np.float64), ref(*args), rtol=tol, atol=tol)
+
+
+def test_lnc2_program_ids_and_num_programs():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 128), nl.float32, buffer=nl.shared_hbm)
+        n = nl.num_programs()
+        pid = nl.program_id(0)
+        t = _tile((1, 128))
+        nisa.iota(dst=t, pattern=[[0, 128]], offset=n * 10)
+        u = _tile((1, 128))
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=out[pid:pid + 1, :], src=u)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k[2])(X), np.full((2, 128), 21.0))
+    np.testing.assert_array_equal(nki.simulate(k)(X)[0], np.full(128, 11.0))
+
+
+def test_python_uses_of_loop_variables_trace_unrolled():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            t = _load(a[i * 64:(i + 1) * 64, :])
+            if i == 0:  # a Python `if` on the loop variable: NKI 0.2+ unrolls
+                nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=-1.0)
+            nisa.dma_copy(dst=out[i * 64:min(128, (i + 1) * 64), :], src=t)
+        return out
+
+    out = nki.simulate(k)(X)
+    np.testing.assert_array_equal(out, np.concatenate([-X[0:64], X[64:128]]))
+
+
+def test_torch_inputs_give_torch_outputs():
+    torch = pytest.importorskip("torch")
+    out = nki.simulate(k_tensor_tensor)(torch.from_numpy(X), torch.from_numpy(Y))
+    assert isinstance(out, torch.Tensor)
+    np.testing.assert_allclose(out.numpy(), X * Y, rtol=1e-6)
+    bx = torch.from_numpy(X).to(torch.bfloat16)
+    out = nki.simulate(k_copy_cast)(bx)
+    assert out.dtype == torch.float32  # the kernel's output tile is float32
+    np.testing.assert_array_equal(out.float().numpy(), bx.float().numpy())
