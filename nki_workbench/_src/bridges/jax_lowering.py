@@ -157,6 +157,8 @@ def inline_body(dumped: DumpedConfig, trace: JaxTraceResult, batch: tuple):
     if isinstance(fn, str):
         return None
 
+    shapes = dumped.traced.kernel.result_shapes()
+
     def body(*xs):
         import jax.numpy as jnp
         from jax import lax
@@ -165,7 +167,8 @@ def inline_body(dumped: DumpedConfig, trace: JaxTraceResult, batch: tuple):
         def element(*ops):
             prog = fn(*ops)
             state["clean"] = prog.clean
-            return tuple(prog.outs), prog.flag
+            # why: a returned reshape view of an output reaches the caller in its own shape
+            return tuple(o.reshape(s) for o, s in zip(prog.outs, shapes, strict=True)), prog.flag
 
         run = element
         for _, flags in reversed(batch):
