@@ -25,30 +25,14 @@ def _fresh_kernel(scale):
 
 def test_eight_threads_trace_and_simulate_cold_kernels():
     a = np.random.default_rng(0).random((256, 32), dtype=np.float32)
-    failures, results = [], {}
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # why: switch threads often, inside the traces too
 
-    def work(t):
-        for r in range(20):
-            scale = float(t * 20 + r)
-            try:
-                results[(t, r)] = (scale, nki.simulate_kernel(_fresh_kernel(scale), a))
-            except Exception as exc:  # noqa: BLE001 - every failure is counted and shown
-                failures.append(f"thread {t} round {r}: {type(exc).__name__}: {exc}")
-    try:
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=300)
-        assert not any(th.is_alive() for th in threads), "a thread hung"
-    finally:
-        sys.setswitchinterval(old)
-    assert failures == []
-    assert len(results) == 160
-    for scale, got in results.values():
-        np.testing.assert_allclose(got, a * np.float32(scale), rtol=1e-6)
+    def call(t, r):
+        return nki.simulate_kernel(_fresh_kernel(float(t * 20 + r)), a)
+
+    def check(t, r, got):
+        np.testing.assert_allclose(got, a * np.float32(t * 20 + r), rtol=1e-6)
+
+    _hammer(call, check)
     # nothing leaked: this thread has no trace context, and a plain call works
     assert C.current() is None
     np.testing.assert_allclose(nki.simulate_kernel(_fresh_kernel(3.0), a), a * 3, rtol=1e-6)
@@ -73,7 +57,7 @@ def _hammer(call, check):
     a plain call in this thread afterwards must still work (nothing leaked)."""
     failures, results = [], {}
     old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
+    sys.setswitchinterval(1e-5)  # why: switch threads often, inside the traces too
 
     def work(t):
         for r in range(20):
