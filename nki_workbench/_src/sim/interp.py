@@ -381,7 +381,7 @@ class Program:
         else:
             v = ca.read(buf.data if buf.f32 is None else buf.f32, st.env, st.dyn)
         ok = None
-        if buf.init is not None:
+        if buf.init is not None and not _races.view_fully_written(buf):
             ok = ca.read(buf.init, st.env, st.dyn) if s is None else \
                 ca.read_masked(buf.init, s, st.env, st.dyn, fill=True)
             if sel is not None:

@@ -29,7 +29,8 @@ import numpy as np
 from ..errors import LoopCarriedDependencyWarning, NkiError, SpmdRaceWarning, warn
 
 __all__ = ["SITE_BITS", "RaceSpec", "before_write", "after_write", "on_read",
-           "enter_iteration", "is_view", "tracked_read", "view_writes", "indexed_write"]
+           "enter_iteration", "is_view", "tracked_read", "view_writes", "indexed_write",
+           "view_fully_written"]
 
 SITE_BITS = 20
 """Low bits of a stamp naming the writing instruction (a kernel has fewer write sites)."""
@@ -108,6 +109,18 @@ def _label(buf):
     return f"'{buf.name}'" if root is buf else f"'{root.name}' (through view '{buf.name}')"
 
 
+def view_fully_written(buf) -> bool:
+    """Whether ``buf`` is a view whose root has since been written whole (then drop its mask).
+
+    A view's written-mask is its root's, seen in the view's shape; a whole write of the root
+    drops the root's mask, which the view's copy must follow.
+    """
+    if is_view(buf) and _root(buf).init is None:
+        buf.init = None
+        return True
+    return False
+
+
 def tracked_read(buf, names) -> bool:
     """Whether a read of ``buf`` in an affine body must check its stamps (``names``: tracked)."""
     root = _root(buf)
@@ -116,11 +129,12 @@ def tracked_read(buf, names) -> bool:
 
 
 def view_writes(kernel) -> list:
-    """Tracked tensors that an ``affine_range`` body writes through a view, sorted.
+    """Tracked tensors that an ``affine_range`` body writes (or reads) through a view, sorted.
 
-    Tracked: race checks need their stamps. The compiled executor does not stamp views.
+    Tracked: race checks need their stamps. The compiled executor does not stamp views (nor
+    check reads through them), so it leaves such kernels to the interpreter.
     """
-    from ..ir import Alloc, Loop, walk_insts
+    from ..ir import Access, Alloc, Loop, walk_insts
     from .analysis import overlapping_writes, read_and_written, root
     decls = kernel.decls()
     waw = set().union(*overlapping_writes(kernel).values())
@@ -133,12 +147,18 @@ def view_writes(kernel) -> list:
                 declared.add(s.decl.name)
             elif isinstance(s, Loop):
                 if s.kind == "affine":
-                    carried = (read_and_written(s.body, decls) & declared) | waw
+                    raw = read_and_written(s.body, decls) & declared
+                    carried = raw | waw
                     for inst in walk_insts(s.body):
                         for o in inst.outs:
                             r = root(o.tensor, decls)
                             if r != o.tensor and r in carried and inst.attr("acc") is None:
                                 out.add(r)
+                        for o in inst.ins:  # a read through a view may see another iteration
+                            if isinstance(o, Access):
+                                r = root(o.tensor, decls)
+                                if r != o.tensor and r in raw:
+                                    out.add(r)
                 walk(s.body, declared)
     walk(kernel.body, {p.name for p in kernel.params})
     return sorted(out)
