@@ -117,6 +117,43 @@ CASES = {
 }
 
 
+def custom_second_dst(a):
+    out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+    total = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        x = nl.load(a[0:128, nl.ds(i * 16, 16)])
+        y = nl.ndarray((128, 16), nl.float32, buffer=nl.sbuf)
+        nisa.builtin_custom_op("row_sums", "lib.so", "1.0", "1.0", srcs=[x],
+                               dsts=[y, total])  # the second destination: the same every time
+    nl.store(out, total)
+    return out
+
+
+@pytest.fixture
+def row_sums():
+    from nki_workbench._src.isa.custom import CUSTOM_OPS
+    nisa.register_custom_op("row_sums", lambda x: (x * 2, x.sum(1, keepdims=True)))
+    yield
+    CUSTOM_OPS.pop("row_sums")
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_a_custom_ops_second_destination_is_checked(row_sums, backend):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = nki.simulate_kernel(custom_second_dst, A, params=SimParams(backend=backend))
+    np.testing.assert_allclose(out, A[:128, 48:64].sum(1, keepdims=True), rtol=1e-5)
+    races = [str(w.message) for w in rec if issubclass(w.category, LoopCarriedDependencyWarning)]
+    at = _line('nisa.builtin_custom_op("row_sums"')  # a call's line is its first line
+    assert races and re.search(r"'total' is written at the same elements by iterations i=\d "
+                               rf"\(at \S+:{at}\)", races[0]), races
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shuffled = [nki.simulate_kernel(custom_second_dst, A, params=SimParams(
+            shuffle_affine=True, seed=s)) for s in range(6)]
+    assert any(not np.array_equal(r, out) for r in shuffled)
+
+
 READ_AT = {"read_through_a_view": "prev = nl.copy(av"}
 
 

@@ -165,6 +165,7 @@ def _custom(prog, inst):
     dsts = [(CompiledAccess(o, prog.decls[o.tensor].shape, loc), prog.decls[o.tensor])
             for o in inst.outs]
     name = inst.attr("function_name")
+    specs = [prog._race_spec(o, prog.affine_now, loc) for o in inst.outs]
 
     def run(st):
         fn = CUSTOM_OPS.get(name)
@@ -183,14 +184,15 @@ def _custom(prog, inst):
         if len(res) != len(dsts):
             raise NkiError(None, f"builtin_custom_op '{name}': the reference returned "
                            f"{len(res)} arrays for {len(dsts)} dsts", loc)
-        for (ca, decl), r in zip(dsts, res, strict=True):
+        for (ca, decl), r, spec in zip(dsts, res, specs, strict=True):
             _ensure(prog, st, decl)
             r = np.asarray(r)
             if r.size != int(np.prod(ca.shape)):
                 raise NkiError(None, f"builtin_custom_op '{name}': reference result of shape "
                                f"{list(r.shape)} does not fit dst {list(ca.shape)}", loc)
             r = r.astype(np.float32) if r.dtype.kind == "f" else r
-            prog._write(st, ca, decl, r.reshape(ca.shape), None, None, None, False, loc, (), {})
+            prog._write(st, ca, decl, r.reshape(ca.shape), None, None, None, False, loc, (), {},
+                        None, spec)
     return run
 
 
