@@ -268,6 +268,35 @@ def test_python_uses_of_loop_variables_trace_unrolled():
     np.testing.assert_array_equal(out, np.concatenate([-X[0:64], X[64:128]]))
 
 
+def test_loop_bounds_computed_with_min_trace_unrolled():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(2):
+            start = i * 48
+            size = min(start + 48, a.shape[1]) - start  # 48, then 16: a length per iteration
+            t = nl.ndarray((128, 48), a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t[:, 0:size], src=a[:, start:start + size])
+            nisa.tensor_scalar(dst=t[:, 0:size], data=t[:, 0:size], op0=nl.add, operand0=1.0)
+            nisa.dma_copy(dst=out[:, start:start + size], src=t[:, 0:size])
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X + 1.0)
+    np.testing.assert_array_equal(nki.simulate(k_one_tile)(X), X * 2.0)
+
+
+def k_one_tile(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.sequential_range(1):
+        start = i * 2048
+        size = min(start + 2048, a.shape[1]) - start  # min() is decided; the length is not
+        t = nl.ndarray((128, 2048), a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:size], src=a[:, start:start + size])
+        nisa.tensor_scalar(dst=t[:, 0:size], data=t[:, 0:size], op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[:, start:start + size], src=t[:, 0:size])
+    return out
+
+
 def test_torch_inputs_give_torch_outputs():
     torch = pytest.importorskip("torch")
     out = nki.simulate(k_tensor_tensor)(torch.from_numpy(X), torch.from_numpy(Y))

@@ -19,8 +19,10 @@ from ..trace import context as C
 
 __all__ = ["CurrentFunction", "unrolling", "is_current", "current_trace"]
 
-# NkiError codes of a symbolic loop variable used as a Python value
-_PYTHON_USE = {"err_ambiguous_tensor_truth_value", "err_dynamic_control_flow_not_supported"}
+# why: a symbolic loop variable used as a Python value fails in many ways (a truth value, a
+# slice whose length depends on it, an int() of it); NKI 0.2+ loops are Python ranges, so any
+# trace error inside a symbolic loop is retried unrolled, where a real error raises again
+_RETRY = (NkiError, TypeError, ValueError, IndexError)
 
 
 def current_trace() -> bool:
@@ -57,12 +59,6 @@ def _restore(ctx, snap: dict) -> None:
             setattr(ctx, k, v)
 
 
-def _symbolic_use(exc: BaseException) -> bool:
-    if isinstance(exc, NkiError):
-        return exc.code in _PYTHON_USE
-    return isinstance(exc, TypeError)
-
-
 class CurrentFunction:
     """A kernel function written for ``import nki`` (callable like the function itself).
 
@@ -83,8 +79,8 @@ class CurrentFunction:
         snap = _snapshot(ctx)
         try:
             return self.fn(*args, **kwargs)
-        except (NkiError, TypeError) as exc:
-            if not _symbolic_use(exc) or not _has_loops(ctx, snap):
+        except _RETRY:
+            if not _has_loops(ctx, snap):
                 raise
         C.pop(ctx)
         _restore(ctx, snap)
