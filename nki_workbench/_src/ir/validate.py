@@ -141,6 +141,8 @@ _EXTRA: dict[str, tuple] = {
     # collectives: <kind>_cc (launch topology) and <kind>_cc_raw (explicit replica_groups)
     **{f"{k}_cc": v for k, v in _CC_EXTRA.items()},
     **{f"{k}_cc_raw": v + ("replica_groups",) for k, v in _CC_EXTRA.items()},
+    # LNC instructions between the cores of one launch (collectives/lnc.py)
+    "lnc_sendrecv": ("pipe_id",), "lnc_core_barrier": ("cores",),
 }
 
 ATTRIBUTES: dict[str, frozenset] = {op: frozenset(_COMMON + x) for op, x in _EXTRA.items()}
@@ -165,7 +167,7 @@ ATTR_TYPES: dict[str, tuple] = {
     "ulib_to_isa_version": _STR, "ulib_to_ucode_version": _STR, "program_axes": _TUPLE,
     "prefix": _STR, "dim": _INT, "split_dim": _INT, "concat_dim": _INT, "root": _INT,
     "pairs": (tuple, type(None)), "shift": _INT, "channel_id": _INT, "num_channels": _INT,
-    "peer_id": _INT, "replica_groups": _TUPLE,
+    "peer_id": _INT, "replica_groups": _TUPLE, "pipe_id": _INT, "cores": _TUPLE,
 }
 """Attribute name -> the Python types its value may have (bool is never an int here)."""
 
