@@ -306,3 +306,26 @@ def test_torch_inputs_give_torch_outputs():
     out = nki.simulate(k_copy_cast)(bx)
     assert out.dtype == torch.float32  # the kernel's output tile is float32
     np.testing.assert_array_equal(out.float().numpy(), bx.float().numpy())
+
+
+def test_dataclass_config_arguments_and_shared_hbm_in_helpers():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:  # unhashable (eq without frozen), as nki-library's kernel configs
+        scale: float
+        cols: int
+
+    def make_out(shape, dtype):  # a helper allocating the output (allowed since NKI 0.2)
+        return nl.ndarray(shape, dtype, buffer=nl.shared_hbm)
+
+    @nki.jit
+    def k(a, cfg):
+        out = make_out((128, cfg.cols), a.dtype)
+        t = _load(a[:, 0:cfg.cols])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=cfg.scale)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X, Cfg(3.0, 32)), X[:, :32] * 3.0)
+    np.testing.assert_array_equal(nki.simulate(k)(X, Cfg(2.0, 16)), X[:, :16] * 2.0)
