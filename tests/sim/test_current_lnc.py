@@ -115,3 +115,27 @@ def test_replica_group_and_unmodelled_calls_name_themselves():
 
     with pytest.raises(NkiError, match="rank_id"):
         nki.simulate(nki.jit(k))(X)
+
+
+def k_python_core_id(a):
+    """Uses the core id as a Python int (an ``if`` and ``range`` bounds), as NKI 0.2+ allows."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    c = nl.program_id(0)
+    rows = a.shape[0] // nl.num_programs()
+    start = int(c) * rows
+    t = nl.ndarray((rows, a.shape[1]), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[start:start + rows, :])
+    if c == 0:
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=-1.0)
+    else:
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=10.0)
+    nisa.dma_copy(dst=out[start:start + rows, :], src=t)
+    return out
+
+
+def test_a_python_use_of_the_core_id_traces_each_core():
+    got = _run(k_python_core_id, X)
+    np.testing.assert_array_equal(got, np.concatenate([-X[:64], X[64:] + 10.0]))
+    text = print_kernel(nki_workbench.nki.trace_kernel(nki.jit(k_python_core_id)[2], X).kernel)
+    assert "mask=(pid0 == 0)" in text and "mask=(pid0 == 1)" in text
+    assert text.count("alloc out:") == 1  # one shared output for both cores

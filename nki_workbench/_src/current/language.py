@@ -12,11 +12,13 @@ the loop variable as a Python value), ``program_id(axis=0)``, ``num_programs(axe
 from __future__ import annotations
 
 from .. import lang as _L
+from ..errors import NkiError, user_location
 from ..hw import DEFAULT_TARGET, get_target
 from ..trace import context as C
 from ..trace import iterators as _it
 from ..trace.buffers import Buffer
-from .kernel import unrolling
+from ..trace.tensor import NkiTensor
+from .kernel import program_guarded, unrolling
 
 __all__ = ["affine_range", "sequential_range", "static_range", "program_id", "num_programs",
            "program_ndim", "tile_size", "no_reorder", "NKIObject", "is_hbm", "is_on_chip",
@@ -77,11 +79,34 @@ def ndarray(shape, dtype, buffer=_L.sbuf, name="", address=None, **kwargs):
         The new tensor.
     """
     ctx = C.require("nl.ndarray")
+    shared = _buffer_name(buffer) == "shared_hbm" and "shared_next" in ctx.attrs
+    if shared:
+        t = _shared_of_earlier_core(ctx, shape, dtype)
+        if t is not None:
+            return t
     code, ctx.kernel_code = ctx.kernel_code, None  # why: NKI 0.2+ inlines helper functions
     try:
-        return _L.ndarray(shape, dtype, buffer=buffer, name=name)
+        t = _L.ndarray(shape, dtype, buffer=buffer, name=name)
     finally:
         ctx.kernel_code = code
+    if shared:
+        ctx.attrs.setdefault("shared_tensors", []).append(t.name)
+        ctx.attrs["shared_next"] += 1
+    return t
+
+
+def _shared_of_earlier_core(ctx, shape, dtype):
+    """In per-core tracing, core c's k-th shared-HBM tensor is core 0's k-th (one memory)."""
+    k, names = ctx.attrs["shared_next"], ctx.attrs.get("shared_tensors", [])
+    if k >= len(names):
+        return None
+    decl = ctx.decls[names[k]]
+    if tuple(decl.shape) != tuple(int(d) for d in shape):
+        raise NkiError(None, f"nl.ndarray(shared_hbm): core {ctx.attrs['program_id']} "
+                       f"allocates {list(shape)} where core 0 allocated {list(decl.shape)}",
+                       user_location(), "every core allocates the same shared_hbm tensors")
+    ctx.attrs["shared_next"] = k + 1
+    return NkiTensor(ctx, names[k])
 
 
 def zeros(shape, dtype, buffer=_L.sbuf, name="", **kwargs):
@@ -116,8 +141,13 @@ def _args(start, stop, step):
 
 
 def program_id(axis=0):
-    """This program's index along launch-grid ``axis`` (the LNC core id for ``kernel[2]``)."""
-    return _L.program_id(axis)
+    """This program's index along launch-grid ``axis`` (the LNC core id for ``kernel[2]``).
+
+    Symbolic while the trace serves every core; a Python int when the kernel needed one and
+    is traced per core.
+    """
+    c = program_guarded()
+    return c if c is not None and int(axis) == 0 else _L.program_id(axis)
 
 
 def num_programs(axes=0):
