@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from kernels_current import nisa, nki, nl
 
+from nki_workbench import NkiError
+
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((128, 64)).astype(np.float32)
 Y = RNG.standard_normal((128, 64)).astype(np.float32)
@@ -329,3 +331,47 @@ def test_dataclass_config_arguments_and_shared_hbm_in_helpers():
 
     np.testing.assert_array_equal(nki.simulate(k)(X, Cfg(3.0, 32)), X[:, :32] * 3.0)
     np.testing.assert_array_equal(nki.simulate(k)(X, Cfg(2.0, 16)), X[:, :16] * 2.0)
+
+
+def test_tensor_buffer_compares_with_the_buffer_markers():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        assert t.buffer == nl.sbuf and t.buffer != nl.psum and out.buffer == nl.shared_hbm
+        assert a.buffer != nl.sbuf
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X)
+
+
+def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        n = nisa.register_alloc(2)
+        step = nisa.register_alloc()
+        nisa.register_move(step, 1)
+
+        def body(i):
+            t = _load(a[i * 64:(i + 1) * 64, :])
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+            nisa.dma_copy(dst=out[i * 64:(i + 1) * 64, :], src=t)
+
+        nl.fori_loop(0, n, body, step=int(step))
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X + 1.0)
+
+    @nki.jit
+    def k_dyn(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        r = nisa.register_alloc()
+        nisa.register_load(r, a[0:1, 0:1])
+        for _ in nl.dynamic_range(r):
+            nisa.dma_copy(dst=out, src=a)
+        return out
+
+    with pytest.raises(NkiError, match="register_load: a register loaded from a tensor"):
+        nki.simulate(k_dyn)(X)
