@@ -36,6 +36,7 @@ import math
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,10 +49,10 @@ _HARNESS = ["-q", "-p", "no:cacheprovider", "--test-mode=simulation", "-o", "add
             "--disable-warnings", "-p", "no:randomly"]
 
 
-def _env(shim: pathlib.Path, folder: pathlib.Path, deps: str | None) -> dict:
+def _env(shim: pathlib.Path, folder: pathlib.Path, deps: str | None, root: pathlib.Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(shim)] + ([deps] if deps else []) + [str(folder), str(folder / "src"), str(ROOT)])
+        [str(shim)] + ([deps] if deps else []) + [str(folder), str(folder / "src"), str(root)])
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
@@ -116,7 +117,8 @@ def run_case(folder, env, case, timeout) -> tuple:
         return "error", why
     res = [r for r in data["results"] if r["when"] == "call" or r["outcome"] != "passed"]
     if not res:
-        return "error", "case not run (deselected?)"
+        errs = list(data["errors"].values())
+        return "error", (f"collection: {errs[0]}" if errs else "case not run (deselected?)")
     for r in res:
         if r["outcome"] == "failed":
             return ("FAIL" if r["when"] == "call" else "error"), r["reason"]
@@ -130,7 +132,11 @@ def run_library(folder: pathlib.Path, a) -> tuple:
     with tempfile.TemporaryDirectory() as tmp:
         shim = pathlib.Path(tmp) / "shim"
         write_shim(shim)
-        env = _env(shim, folder, a.deps)
+        # why: the cases run for minutes; a copy keeps edits to the checkout out of the run
+        snap = pathlib.Path(tmp) / "snap"
+        shutil.copytree(ROOT / "nki_workbench", snap / "nki_workbench",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.ipynb", "node_modules"))
+        env = _env(shim, folder, a.deps, snap)
         cache = a.cache or folder.parent / f"{folder.name}.collect.json"
         data = collect(folder, env, a.markers, cache, a.timeout * 20, a.recollect)
         cases = pick(data["cases"], a.per_file, a.expr)

@@ -375,3 +375,17 @@ def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named(
 
     with pytest.raises(NkiError, match="register_load: a register loaded from a tensor"):
         nki.simulate(k_dyn)(X)
+
+
+def test_broadcast_access_pattern_repeats_an_element_along_the_free_dim():
+    @nki.jit
+    def k(a, v):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        col = _load(v)
+        t = _tile(a.shape)
+        nisa.tensor_tensor(dst=t, data1=_load(a), data2=col.ap([[1, 128], [0, a.shape[1]]]),
+                           op=nl.subtract)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_allclose(nki.simulate(k)(X, V), X - V, rtol=1e-6)

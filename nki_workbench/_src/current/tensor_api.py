@@ -125,7 +125,10 @@ def _decompose(pairs, shape, strides, starts, nd):
         if num == 1:
             continue
         if step == 0:
-            return None  # why: a broadcast pattern reads one element many times
+            # why: a broadcast pattern reads one element many times; iota // num is 0 on this
+            # axis yet keeps the axis in the access grid
+            index[0] = E.add(index[0], E.floordiv(io, num))
+            continue
         for d, st in enumerate(strides):
             if step % st == 0 and (d == 0 or (step // st) * (num - 1) < shape[d]):
                 break
