@@ -389,3 +389,31 @@ def test_broadcast_access_pattern_repeats_an_element_along_the_free_dim():
         return out
 
     np.testing.assert_allclose(nki.simulate(k)(X, V), X - V, rtol=1e-6)
+
+
+def test_nkiobject_subclasses_are_dataclasses_with_optional_fields():
+    import dataclasses
+
+    class Dims(nl.NKIObject):
+        rows: int
+        cols: int
+        scale: float = 1.0
+
+    @dataclasses.dataclass
+    class More(nl.NKIObject):
+        a: int
+        b: int
+
+    d = Dims(rows=128, cols=16)
+    assert (d.rows, d.cols, d.scale) == (128, 16, 1.0) and Dims(1).cols is None
+    assert More(a=1).b is None and dataclasses.is_dataclass(Dims)
+
+    @nki.jit
+    def k(a, dims):
+        out = nl.ndarray((dims.rows, dims.cols), a.dtype, buffer=nl.shared_hbm)
+        t = _load(a[:, 0:dims.cols])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=dims.scale)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X, Dims(128, 8, 4.0)), X[:, :8] * 4.0)

@@ -11,6 +11,8 @@ the loop variable as a Python value), ``program_id(axis=0)``, ``num_programs(axe
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import lang as _L
 from ..errors import NkiError, user_location
 from ..hw import DEFAULT_TARGET, get_target
@@ -213,6 +215,17 @@ class no_reorder:  # noqa: N801 - NKI's spelling
 
 
 class NKIObject:
-    """Base class of user classes passed to NKI 0.2+ kernels (plain Python here)."""
+    """Base class of user classes passed to NKI 0.2+ kernels: each subclass is a dataclass.
+
+    Annotated fields without a default get ``None``, so ``Cfg(a=1)`` may leave fields out
+    (nki-library's configs rely on both).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("__annotations__", {}):
+            if name not in cls.__dict__:
+                setattr(cls, name, None)
+        dataclasses.dataclass(cls)
 
 
