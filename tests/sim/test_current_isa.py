@@ -417,3 +417,17 @@ def test_nkiobject_subclasses_are_dataclasses_with_optional_fields():
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X, Dims(128, 8, 4.0)), X[:, :8] * 4.0)
+
+
+def test_a_tile_in_a_python_condition_tests_presence():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        bias = t if a.shape[1] == 64 else None
+        if bias and t:  # presence, as in Python: a tile object is truthy
+            nisa.tensor_tensor(dst=t, data1=t, data2=bias, op=nl.add)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X + X)
