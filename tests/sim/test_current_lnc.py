@@ -139,3 +139,29 @@ def test_a_python_use_of_the_core_id_traces_each_core():
     text = print_kernel(nki_workbench.nki.trace_kernel(nki.jit(k_python_core_id)[2], X).kernel)
     assert "mask=(pid0 == 0)" in text and "mask=(pid0 == 1)" in text
     assert text.count("alloc out:") == 1  # one shared output for both cores
+
+
+def k_swap_python_ids(a):
+    """k_swap_halves with the core id used as a Python int (traced per core)."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    c = int(nl.program_id(0))
+    half = a.shape[1] // 2
+    mine = nl.ndarray((128, half), a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[:, c * half:(c + 1) * half])
+    got = nl.ndarray((128, half), a.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=mine, dst=got, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+    nisa.core_barrier(data=out, cores=(0, 1))
+    nisa.dma_copy(dst=out[:, c * half:(c + 1) * half], src=got)
+    return out
+
+
+def test_sendrecv_in_bodies_traced_per_core():
+    np.testing.assert_array_equal(_run(k_swap_python_ids, X), _swapped(X))
+
+
+def test_guarded_instructions_without_outputs_round_trip_through_the_ir_text():
+    from nki_workbench._src.ir.parser import parse
+    k = nki_workbench.nki.trace_kernel(nki.jit(k_swap_python_ids)[2], X).kernel
+    text = print_kernel(k)
+    assert "lnc_core_barrier(out) [cores=(0, 1)] mask=(pid0 == 1)" in text
+    assert print_kernel(parse(text)) == text

@@ -17,7 +17,15 @@ from ..sim.specials import SPECIAL
 from .lnc import CORE_BARRIER, SENDRECV
 from .timing import cc_cost
 
-__all__: list = []
+__all__ = ["skipped"]
+
+
+def skipped(inst, st) -> bool:
+    """Whether a body traced for another core guards ``inst`` off on this one (``pid0 == c``)."""
+    m = inst.mask
+    if m is None or not E.free_vars(m) or not all(v.startswith("pid") for v in E.free_vars(m)):
+        return False
+    return not bool(np.all(E.evaluate(m, st.env, st.dyn)))
 
 
 def _flat(pid, program) -> int:
@@ -35,6 +43,8 @@ def _sendrecv(program, inst):
     machine = machine_of(program)
 
     def run(st):
+        if skipped(inst, st):
+            return
         me = _flat(st.pid, program)
         send_to = int(E.evaluate(send_expr, st.env, st.dyn))
         recv_from = int(E.evaluate(recv_expr, st.env, st.dyn))
@@ -74,7 +84,7 @@ def _core_barrier(program, inst):
 
     def run(st):
         coll = st.collective
-        if coll is None:
+        if coll is None or skipped(inst, st):
             return  # why: a single core has nobody to wait for
         try:
             coll.barrier.wait()
