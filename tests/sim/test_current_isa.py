@@ -431,3 +431,33 @@ def test_a_tile_in_a_python_condition_tests_presence():
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X), X + X)
+
+
+def test_shared_identity_matrix_is_an_sbuf_tile_for_the_tensor_engine():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((64, 128), a.dtype, buffer=nl.shared_hbm)
+        ident = nl.shared_identity_matrix(128, dtype=nl.float32)
+        assert ident.buffer == nl.sbuf
+        ps = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=_load(a), moving=ident, is_transpose=True)
+        t = _tile((64, 128))
+        nisa.tensor_copy(dst=t, src=ps)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X.T)
+
+
+def test_ap_of_a_sliced_view_with_its_own_dtype():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 16), a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        v = t[:, 8:40]
+        t2 = _tile((128, 16))
+        nisa.tensor_copy(dst=t2, src=v.ap([[64, 128], [2, 16]], dtype=a.dtype))
+        nisa.dma_copy(dst=out, src=t2)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X[:, 8:40:2])

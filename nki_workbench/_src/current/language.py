@@ -24,7 +24,8 @@ from .kernel import program_guarded, unrolling
 
 __all__ = ["affine_range", "sequential_range", "static_range", "program_id", "num_programs",
            "program_ndim", "tile_size", "no_reorder", "NKIObject", "is_hbm", "is_on_chip",
-           "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion"]
+           "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion",
+           "shared_identity_matrix"]
 
 DTYPES = ("bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32",
           "bfloat16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
@@ -109,6 +110,18 @@ def _shared_of_earlier_core(ctx, shape, dtype):
                        user_location(), "every core allocates the same shared_hbm tensors")
     ctx.attrs["shared_next"] = k + 1
     return NkiTensor(ctx, names[k])
+
+
+def shared_identity_matrix(n, dtype="uint8", **kwargs):
+    """An ``n x n`` identity matrix in SBUF (nki-library feeds it to ``nc_matmul`` directly).
+
+    The constant lives in HBM; one ``dma_copy`` brings it on chip.
+    """
+    from .isa_data import dma_copy
+    const = _L.shared_identity_matrix(n, dtype=dtype)
+    t = ndarray((int(n), int(n)), dtype, buffer=_L.sbuf)
+    dma_copy(dst=t, src=const)
+    return t
 
 
 def zeros(shape, dtype, buffer=_L.sbuf, name="", **kwargs):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as D
 from ..errors import NkiError, user_location
 from ..ir import expr as E
 from ..trace.tensor import NkiTensor
@@ -70,7 +71,8 @@ def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indir
     Returns:
         The view.
     """
-    t = self.view(dtype) if dtype is not None else self
+    same = dtype is None or D.name_of(D.canonical(dtype)) == self.decl.dtype
+    t = self if same else self.view(dtype)
     decl = t.decl
     shape = tuple(decl.shape)
     try:
