@@ -404,9 +404,15 @@ def test_nkiobject_subclasses_are_dataclasses_with_optional_fields():
         a: int
         b: int
 
+    @dataclasses.dataclass(frozen=True)
+    class Hw(nl.NKIObject):
+        alus: int = 8
+
     d = Dims(rows=128, cols=16)
     assert (d.rows, d.cols, d.scale) == (128, 16, 1.0) and Dims(1).cols is None
-    assert More(a=1).b is None and dataclasses.is_dataclass(Dims)
+    assert More(a=1).b is None and Hw().alus == 8 and hash(Hw()) == hash(Hw())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Hw().alus = 4
 
     @nki.jit
     def k(a, dims):

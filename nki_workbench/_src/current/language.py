@@ -11,8 +11,6 @@ the loop variable as a Python value), ``program_id(axis=0)``, ``num_programs(axe
 
 from __future__ import annotations
 
-import dataclasses
-
 from .. import lang as _L
 from ..errors import NkiError, user_location
 from ..hw import DEFAULT_TARGET, get_target
@@ -228,10 +226,11 @@ class no_reorder:  # noqa: N801 - NKI's spelling
 
 
 class NKIObject:
-    """Base class of user classes passed to NKI 0.2+ kernels: each subclass is a dataclass.
+    """Base class of user classes passed to NKI 0.2+ kernels.
 
-    Annotated fields without a default get ``None``, so ``Cfg(a=1)`` may leave fields out
-    (nki-library's configs rely on both).
+    Annotated fields without a default get ``None``, and a subclass without its own
+    ``__init__`` takes its fields by position or keyword (``Cfg(rows=128)``), so fields may
+    be left out; a ``@dataclass`` on the subclass works as usual (nki-library uses both).
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -239,6 +238,28 @@ class NKIObject:
         for name in cls.__dict__.get("__annotations__", {}):
             if name not in cls.__dict__:
                 setattr(cls, name, None)
-        dataclasses.dataclass(cls)
+
+    def __init__(self, *args, **kwargs):
+        fields = _fields_of(type(self))
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__}() takes {len(fields)} positional "
+                            f"arguments but {len(args)} were given")
+        for name, value in zip(fields, args, strict=False):
+            setattr(self, name, value)
+        for name, value in kwargs.items():
+            if name not in fields:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                                f"{name!r}")
+            setattr(self, name, value)
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
 
 
+def _fields_of(cls) -> list:
+    names: list = []
+    for klass in reversed(cls.__mro__):
+        for name in klass.__dict__.get("__annotations__", {}):
+            if name not in names:
+                names.append(name)
+    return names
