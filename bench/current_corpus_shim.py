@@ -96,6 +96,47 @@ _ORCH_FIX = ("import test.utils.test_orchestrator as _o; "
              "_o.Orchestrator._compiled_kernel = None; ")
 
 
+# why: the harness's simulation mode runs one rank (AWS's simulator has no collectives); a
+# multi-rank case (InferenceArgs.collective_ranks > 1, inputs per rank) runs here on every
+# rank with nki_workbench.simulate_ranks, each rank's outputs dumped where the harness's
+# validator looks for them (output_worker_<r>/)
+_RANKS_FIX = textwrap.dedent("""
+    import os as _os
+    import test.utils.test_orchestrator as _to
+
+    _single = _to.Orchestrator._run_simulator_inference
+
+    def _run_ranks(self, kut):
+        n = int(getattr(kut.inference_args, "collective_ranks", 1) or 1)
+        if n <= 1:
+            return _single(self, kut)
+        import numpy as _np
+        import nki_workbench
+        from test.utils.common_dataclasses import normalize_golden_output
+        inp = kut.kernel_input or {}
+        per = [inp.for_rank(r) if hasattr(inp, "for_rank") else dict(inp) for r in range(n)]
+        per = [{k.removesuffix(".must_alias_input"): v for k, v in d.items()} for d in per]
+        lnc = int(kut.compiler_input.logical_nc_config or 1)
+        k = kut.kernel_func if lnc <= 1 else kut.kernel_func[lnc]
+        try:
+            outs = nki_workbench.simulate_ranks(k, per)
+        except Exception as e:
+            raise _to.InferenceException(str(e)) from e
+        root = _os.path.join(self.fs_config.artifacts_output_directory_path,
+                             _to.INF_ARTIFACT_DIR_NAME)
+        for r, out in enumerate(outs):
+            out = list(out) if isinstance(out, (list, tuple)) else [out]
+            golden = normalize_golden_output(kut.validation_args.golden_output, rank_id=r)
+            tensors = {name: _np.asarray(o, dtype=g.dtype)
+                       for name, o, g in zip(golden, out, golden.values())}
+            self.__dump_tensors__(_os.path.join(root, f"output_worker_{r}"), tensors,
+                                  lambda name: name)
+        return root
+
+    _to.Orchestrator._run_simulator_inference = _run_ranks
+    """)
+
+
 def write_shim(where: pathlib.Path) -> None:
     """Write the ``nki_cpu_simulator`` shim (and a ``neuron_dtypes`` stand-in) under ``where``."""
     for rel, src in _SHIM.items():
@@ -110,7 +151,7 @@ BOOT = textwrap.dedent("""
     import pytest
     from nki_workbench import compat
     compat.install()  # why: the harness imports `nki` before it switches to simulation mode
-    """) + _LOCK_STUB + "\n" + _ORCH_FIX + "\n" + textwrap.dedent("""
+    """) + _LOCK_STUB + "\n" + _ORCH_FIX + "\n" + _RANKS_FIX + textwrap.dedent("""
     def _why(rep):
         crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
         if crash is not None and crash.message:
