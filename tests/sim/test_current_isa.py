@@ -467,3 +467,36 @@ def test_ap_of_a_sliced_view_with_its_own_dtype():
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X), X[:, 8:40:2])
+
+
+def test_nc_n_gather_picks_per_partition_positions():
+    idx = RNG.integers(0, 64, size=(128, 24)).astype(np.uint32)
+
+    @nki.jit
+    def k(a, i):
+        out = nl.ndarray(i.shape, a.dtype, buffer=nl.shared_hbm)
+        d = _tile(i.shape)
+        nisa.nc_n_gather(dst=d, data=_load(a), indices=_load(i))
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X, idx), np.take_along_axis(X, idx, axis=1))
+
+
+def test_nonzero_with_count_lists_positions_padding_and_count():
+    src = (RNG.random((128, 32)) < 0.3).astype(np.float32) * 5.0
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 33), nl.int32, buffer=nl.shared_hbm)
+        d = _tile((128, 33), nl.int32)
+        nisa.nonzero_with_count(dst=d, src=_load(a), index_offset=100, padding_val=-1)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    ref = np.full((128, 33), -1, np.int32)
+    for r in range(128):
+        pos = np.flatnonzero(src[r])
+        ref[r, :pos.size] = pos + 100
+        ref[r, 32] = pos.size
+    np.testing.assert_array_equal(nki.simulate(k)(src), ref)
