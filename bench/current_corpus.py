@@ -137,7 +137,8 @@ def run_library(folder: pathlib.Path, a) -> tuple:
         shutil.copytree(ROOT / "nki_workbench", snap / "nki_workbench",
                         ignore=shutil.ignore_patterns("__pycache__", "*.ipynb", "node_modules"))
         env = _env(shim, folder, a.deps, snap)
-        cache = a.cache or folder.parent / f"{folder.name}.collect.json"
+        tag = re.sub(r"\W+", "_", a.markers)
+        cache = a.cache or folder.parent / f"{folder.name}.{tag}.collect.json"
         data = collect(folder, env, a.markers, cache, a.timeout * 20, a.recollect)
         cases = pick(data["cases"], a.per_file, a.expr)
         rows = [None] * len(cases)
@@ -209,7 +210,9 @@ def main(argv=None) -> int:
     ap.add_argument("folder", type=pathlib.Path)
     ap.add_argument("--deps", default=None, help="pip --target folder of the harness's deps")
     ap.add_argument("-k", dest="expr", default=None, help="only cases whose id contains this")
-    ap.add_argument("--markers", default="fast", help="pytest -m expression (default: fast)")
+    ap.add_argument("--markers", default="fast and not trace_only and not compile_only",
+                    help="pytest -m expression (default: the fast cases that run the kernel; "
+                         "trace_only/compile_only cases have no golden)")
     ap.add_argument("--per-file", type=int, default=2, help="smallest cases run per file")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per case")
     ap.add_argument("-j", dest="jobs", type=int, default=1, help="cases run at once")
