@@ -500,3 +500,19 @@ def test_nonzero_with_count_lists_positions_padding_and_count():
         ref[r, :pos.size] = pos + 100
         ref[r, 32] = pos.size
     np.testing.assert_array_equal(nki.simulate(k)(src), ref)
+
+
+def test_tensor_dtype_is_the_nl_name_and_equals_numpy():
+    table = {nl.float32: 1.0, nl.bfloat16: 2.0}
+
+    @nki.jit
+    def k(a):
+        assert a.dtype == nl.float32 and a.dtype == np.float32 and a.dtype != nl.bfloat16
+        assert a.dtype.itemsize == 4
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=table[a.dtype] + 2.0)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X * 3.0)
