@@ -23,8 +23,10 @@ for _n in _legacy.__all__:
     if _n not in _REMOVED and _n not in _current.__all__ and _n not in _DTYPES:
         globals()[_n] = getattr(_legacy, _n)
 globals().update(_DTYPES)
+globals()["bool"] = "bool"  # why: nki-library spells the mask dtype nl.bool (= nl.bool_)
 ds = _legacy.ds
 tensor = _legacy.NkiTensor
 
 __all__ = sorted({n for n in _legacy.__all__ if n not in _REMOVED} | set(_current.__all__)
-                 | set(_DTYPES) | {"ds", "tensor", "dynamic_range", "fori_loop", "while_loop"})
+                 | set(_DTYPES) | {"bool", "ds", "tensor", "dynamic_range", "fori_loop",
+                                    "while_loop"})
