@@ -516,3 +516,15 @@ def test_tensor_dtype_is_the_nl_name_and_equals_numpy():
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X), X * 3.0)
+
+
+def test_nl_broadcast_to_takes_the_shape_by_position():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 64), a.dtype, buffer=nl.shared_hbm)
+        row = _load(a[0:1, :])
+        b = nl.broadcast_to(row, (128, 64))
+        nisa.dma_copy(dst=out, src=b)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), np.broadcast_to(X[0:1], (128, 64)))

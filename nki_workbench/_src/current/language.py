@@ -23,7 +23,7 @@ from .kernel import program_guarded, unrolling
 __all__ = ["affine_range", "sequential_range", "static_range", "program_id", "num_programs",
            "program_ndim", "tile_size", "no_reorder", "NKIObject", "is_hbm", "is_on_chip",
            "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion",
-           "shared_identity_matrix"]
+           "shared_identity_matrix", "broadcast_to"]
 
 DTYPES = ("bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32",
           "bfloat16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
@@ -120,6 +120,12 @@ def shared_identity_matrix(n, dtype="uint8", **kwargs):
     t = ndarray((int(n), int(n)), dtype, buffer=_L.sbuf)
     dma_copy(dst=t, src=const)
     return t
+
+
+def broadcast_to(x, shape, dtype=None):
+    """``x`` broadcast to ``shape`` (size-1 dims expand); NKI 0.3+ takes ``shape`` by position."""
+    kw = {} if dtype is None else {"dtype": dtype}
+    return _L.broadcast_to(x, shape=tuple(shape), **kw)
 
 
 def zeros(shape, dtype, buffer=_L.sbuf, name="", **kwargs):
