@@ -528,3 +528,16 @@ def test_nl_broadcast_to_takes_the_shape_by_position():
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X), np.broadcast_to(X[0:1], (128, 64)))
+
+
+def test_tensor_copy_accepts_the_dtype_keyword_of_early_kernels():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, nl.bfloat16, buffer=nl.shared_hbm)
+        t = _tile(a.shape, nl.bfloat16)
+        nisa.tensor_copy(dst=t, src=_load(a), dtype=nl.bfloat16)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    got = nki.simulate(k)(X)
+    np.testing.assert_allclose(got.astype(np.float32), X, rtol=1e-2, atol=1e-2)

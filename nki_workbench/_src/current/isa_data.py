@@ -90,11 +90,12 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True,
         L.dma_copy(dst=dst, src=s, dst_rmw_op=np.add)
 
 
-def tensor_copy(dst, src, engine=N.engine.unknown, name=None):
+def tensor_copy(dst, src, engine=N.engine.unknown, name=None, dtype=None):
     """Copy ``src`` into ``dst`` (Vector/Scalar/GpSimd; the way out of PSUM), casting.
 
     A view with a run-time offset (``.ap(scalar_offset=...)``) on either side is the legacy
-    dynamic copy.
+    dynamic copy. ``dtype=`` (passed by NKI 0.2.0-era kernels) is accepted; the result has
+    ``dst``'s dtype, as in NKI 0.2+.
     """
     api = "nisa.tensor_copy"
     require_dst(dst, api)
