@@ -165,3 +165,25 @@ def test_guarded_instructions_without_outputs_round_trip_through_the_ir_text():
     text = print_kernel(k)
     assert "lnc_core_barrier(out) [cores=(0, 1)] mask=(pid0 == 1)" in text
     assert print_kernel(parse(text)) == text
+
+
+def k_gather_per_core(a, idx):
+    """A data-dependent instruction in a body traced for core 0 only must not run on core 1."""
+    out = nl.ndarray((128, 16), a.dtype, buffer=nl.shared_hbm)
+    c = int(nl.program_id(0))
+    if c == 0:
+        src = nl.ndarray((128, 2), a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=src, src=a[:, 0:2])
+        ix = nl.ndarray((128, 16), nl.uint16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ix, src=idx)
+        g = nl.ndarray((128, 16), a.dtype, buffer=nl.sbuf)
+        nisa.local_gather(dst=g, src_buffer=src, index=ix, num_elem_per_idx=1,
+                          num_valid_indices=16)
+        nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_a_body_guarded_off_computes_nothing_on_the_other_core():
+    idx = np.zeros((128, 16), np.uint16)
+    got = _run(k_gather_per_core, X, idx)  # core 1 would gather through an unwritten index
+    np.testing.assert_array_equal(got, np.repeat(X[:, 0:1], 16, axis=1))
