@@ -49,11 +49,12 @@ from ._src.errors import (  # noqa: E402
     IndirectIndexError,
     IsaHintWarning,
     NkiIndexError,
+    NkiSyntaxError,
     NkiTypeError,
 )
 
 __all__ += ["ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError", "NkiIndexError",
-            "NkiTypeError"]
+            "NkiTypeError", "NkiSyntaxError"]
 
 
 # --- notebook layer (lazy: ipywidgets/matplotlib load on first use) --------------------------

@@ -12,7 +12,8 @@ import os
 import sys
 import warnings
 
-__all__ = ["NkiError", "NkiIndexError", "NkiTypeError", "numpy_index_error", "NkiWarning",
+__all__ = ["NkiError", "NkiIndexError", "NkiTypeError", "NkiSyntaxError", "SYNTAX_CODES",
+           "numpy_index_error", "NkiWarning",
            "UninitializedReadWarning", "LoopCarriedDependencyWarning",
            "SpmdRaceWarning", "BlockDimensionWarning",
            "CompiledFallbackWarning",
@@ -37,7 +38,9 @@ class NkiError(Exception):
     ``NkiError(code, ...)`` is an instance of the subclass its code belongs to, so that the
     built-in exception NKI users catch matches too (the stable hierarchy, ``docs/errors.md``):
     out-of-bounds codes (``*out_of_bound*``) give :class:`NkiIndexError` (an ``IndexError``),
-    invalid-type codes (``*_invalid_type``) :class:`NkiTypeError` (a ``TypeError``).
+    invalid-type codes (``*_invalid_type``) :class:`NkiTypeError` (a ``TypeError``), the
+    tile-size rules NKI reports as ``SyntaxError`` (:data:`SYNTAX_CODES`)
+    :class:`NkiSyntaxError`.
 
     Attributes:
         code: the NKI error code, e.g. ``"err_num_partition_exceed_arch_limit"`` (may be ``None``
@@ -85,6 +88,49 @@ class NkiTypeError(NkiError, TypeError):
     """An operand of the wrong type or dtype (``err_*_invalid_type``): also a ``TypeError``."""
 
 
+SYNTAX_CODES = frozenset({
+    "err_num_partition_exceed_arch_limit",
+    "err_size_of_dimension_exceed_arch_limit",
+})
+"""Codes NKI raises as ``SyntaxError``: the tile-size rules of its front end.
+
+The 2.20 documentation shows ``SyntaxError: Size of partition dimension 256 exceeds
+architecture limitation of 128`` (``err_num_partition_exceed_arch_limit``) and lists the other
+tile-size rule (a free dim over an API's limit: PSUM free size, matmul operand sizes,
+``nl.transpose``) among the same compile-time errors.
+"""
+
+
+class NkiSyntaxError(NkiError, SyntaxError):
+    """A tile-size rule of :data:`SYNTAX_CODES`: also a ``SyntaxError``, as NKI raises it.
+
+    ``msg`` is the message alone (as on every :class:`NkiError`); ``filename``/``lineno`` are
+    the kernel line of ``loc``, so a traceback points at it; ``str()`` and the traceback's note
+    give the code and the hint.
+    """
+
+    def __init__(self, code: str | None, message: str, loc: str | None = None,
+                 hint: str | None = None):
+        super().__init__(code, message, loc, hint)
+        self.msg = message  # why: SyntaxError.__init__ replaced it with the formatted text
+        where, _, line = (loc or "").rpartition(":")
+        if where and line.isdigit():
+            self.filename, self.lineno = where, int(line)
+        # why: a traceback prints a SyntaxError as its msg only; the note keeps code and hint
+        self.add_note(f"[{code}]" + (f" at {loc}" if loc else "") +
+                      (f"; hint: {hint}" if hint else ""))
+
+    def __str__(self) -> str:
+        return self.args[0] if self.args else ""
+
+    def __reduce__(self):
+        return (_rebuild_syntax, (type(self), self.code, self.msg, self.loc, self.hint))
+
+
+def _rebuild_syntax(cls, code, msg, loc, hint):
+    return cls(code, msg, loc, hint)
+
+
 #: Former name of the indirect-DMA index error (indirect OOB now raises numpy's IndexError).
 IndirectIndexError = NkiIndexError
 
@@ -98,6 +144,8 @@ def _rebuild(cls, args, state):
 
 def _class_of(code) -> type:
     if isinstance(code, str):
+        if code in SYNTAX_CODES:
+            return NkiSyntaxError
         if "out_of_bound" in code:
             return NkiIndexError
         if code.endswith("_invalid_type"):

@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from . import dtypes as D
+from .alloc import allocate
 from .caching import LRU
 from .encode import (
     CACHE_SIZE,
@@ -268,6 +269,9 @@ def _program_of(cfg: dict, budget):
         return prog
     kernel = parse(text)  # parses and validates (wb_invalid_ir)
     _check_consistent(cfg, kernel)
+    # why: the SBUF/PSUM totals, as the trace checked them: a tile-by-tile valid IR can still
+    # hold more at once than the chip has (wb_alloc_oversubscribed, naming the tensors)
+    _guarded(kernel.name, allocate, kernel)
     estimate = estimate_work(kernel)
     if budget is not None:
         over_budget(kernel, estimate, budget)

@@ -1,6 +1,8 @@
 """Resource limits fail fast (well under a second here) with a clear NkiError and the kernel line.
 
-Trace time: an HBM tensor beyond the target chip's HBM, a static write past an SBUF tile.
+Trace time: an HBM tensor beyond the target chip's HBM, a static write past an SBUF tile, SBUF
+or PSUM tiles live together beyond the partition's capacity (16 KiB / 8 banks of PSUM), also
+for a backend_config's IR.
 Run time: SimParams(max_bytes=...) (default 1 GiB) refuses a simulation before it allocates.
 """
 
@@ -106,3 +108,84 @@ def _copy_kernel(a):
     out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
     nl.store(out, nl.load(a))
     return out
+
+
+# ----------------------------------------------------------------------------- SBUF/PSUM totals
+def sbuf_total(a):
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    big = nl.ndarray((128, 40000), nl.float32, buffer=nl.sbuf)  # 160 000 B per partition
+    big2 = nl.ndarray((128, 40000), nl.float32, buffer=nl.sbuf)  # SBUF-TOTAL: both live
+    big[:, 0:512] = nl.load(a)
+    big2[:, 0:512] = nl.load(a)
+    nl.store(out, nl.add(big[:, 0:512], big2[:, 0:512]))
+    return out
+
+
+def psum_total(a):
+    out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+    banks = [nl.zeros((128, 512), nl.float32, buffer=nl.psum) for _ in range(9)]  # PSUM-TOTAL
+    acc = nl.load(a)
+    for p in banks:
+        acc = nl.add(acc, p)
+    nl.store(out, acc)
+    return out
+
+
+@pytest.mark.parametrize("kernel,what,marker", [
+    (sbuf_total, "SBUF over-subscribed: peak 320000 bytes per partition live at once, "
+     "capacity 180224", "# SBUF-TOTAL"),
+    (psum_total, "PSUM over-subscribed: peak 18432 bytes per partition live at once, "
+     "capacity 16384", "# PSUM-TOTAL"),
+], ids=["sbuf", "psum"])
+def test_on_chip_totals_fail_at_trace_time_naming_tensors_and_lines(kernel, what, marker):
+    for run in (lambda: nki.trace_kernel(kernel, A), lambda: nki.simulate_kernel(kernel, A)):
+        with pytest.raises(NkiError) as info:
+            run()
+        err = info.value
+        assert err.code == "wb_alloc_oversubscribed" and what in str(err)
+        line = _line(marker)
+        assert err.loc.endswith(f"test_limits.py:{line}")
+        listed = str(err).split("largest live tensors")[1]
+        assert f"B/partition at reliability/test_limits.py:{line}" in listed
+
+
+def test_per_tile_limits_still_come_first():
+    def one_huge(a):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 50000), nl.float32, buffer=nl.sbuf)  # 200 000 B > 180 224
+        t[:, 0:512] = nl.load(a)
+        nl.store(out, t[:, 0:512])
+        return out
+    with pytest.raises(NkiError) as info:
+        nki.trace_kernel(one_huge, A)
+    assert info.value.code == "err_size_of_dimension_exceed_arch_limit"
+
+
+def test_backend_config_ir_is_held_to_the_same_totals():
+    import base64
+    import json
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
+    import ir_mutations as M
+
+    from nki_workbench import simulate_backend_config
+    cfg = next(c for n, c, _ in M.base_cases() if n == "add")
+    # every tile valid alone (92 000 B per partition), two of them live together too many
+    text = cfg["serialize_ir_string"].replace("[32, 16]", "[128, 23000]")
+    dims = json.loads(json.dumps(cfg["serialize_dims"]).replace("[32, 16]", "[128, 23000]"))
+    s = base64.b64encode(json.dumps({**cfg, "serialize_ir_string": text,
+                                     "serialize_dims": dims}).encode()).decode()
+    a = np.ones((128, 23000), np.float32)
+    with pytest.raises(NkiError) as info:
+        simulate_backend_config(s, a, a)
+    assert info.value.code == "wb_alloc_oversubscribed"
+    assert "SBUF over-subscribed" in str(info.value) and "'t_1' 92000 B/partition" in str(
+        info.value)
+    # the same kernel at [128, 16] fits and runs
+    small = cfg["serialize_ir_string"].replace("[32, 16]", "[128, 16]")
+    dims = json.loads(json.dumps(cfg["serialize_dims"]).replace("[32, 16]", "[128, 16]"))
+    s = base64.b64encode(json.dumps({**cfg, "serialize_ir_string": small,
+                                     "serialize_dims": dims}).encode()).decode()
+    b = np.full((128, 16), 0.5, np.float32)
+    np.testing.assert_allclose(simulate_backend_config(s, b, b), np.exp(b) + b, rtol=1e-6)

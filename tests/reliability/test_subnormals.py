@@ -1,5 +1,9 @@
 """Subnormal floats: the interpreter keeps them (numpy, as NKI's simulator); XLA's CPU runtime
-flushes them, so the compiled executor hands inputs holding them to the interpreter, saying so."""
+flushes them (no XLA option changes that: ``--xla_cpu_ftz=false`` only drops an LLVM attribute,
+the CPU client still sets FTZ/DAZ around every execution; measured with jax 0.10.2). So the
+compiled executor hands inputs holding them to the interpreter, saying so; a subnormal produced
+inside a compiled program is 0 by default, and with ``numerics_jax.CHECK_FLUSHES``
+(``NKI_WORKBENCH_CHECK_SUBNORMALS=1``) the program flags it and the interpreter re-runs."""
 
 import warnings
 
@@ -9,6 +13,7 @@ import pytest
 
 import nki_workbench.nki.language as nl
 from nki_workbench import CompiledFallbackWarning, SimParams, nki
+from nki_workbench._src.semantics import numerics_jax
 from nki_workbench._src.sim import jax_exec
 from nki_workbench._src.sim.jax_static import subnormal_input
 
@@ -60,3 +65,73 @@ def test_products_of_normal_inputs_keep_their_subnormal_result_in_the_interprete
     a = np.full((128, 8), 1e-20, np.float32)
     out = nki.simulate_kernel(mul, a, a, params=SimParams(backend="numpy"))
     assert out[0, 0] == np.float32(1e-20) * np.float32(1e-20) != 0  # 1e-40: subnormal
+
+
+# ----------------------------------------------------------------------------- produced inside
+def cancel_then_scale(a, b):
+    out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.add(nl.load(a), nl.load(b)), 1e30))  # 1e-39 * 1e30
+    return out
+
+
+def legit_zeros(a, b):
+    out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    nl.store(out, nl.add(nl.subtract(x, x), nl.multiply(nl.load(b), 0.0)))  # exact zeros
+    return out
+
+
+def _interpreter_runs(monkeypatch):
+    calls = []
+    original = jax_exec._Compiled.interpreter
+
+    def counted(self):
+        calls.append(self.kernel.name)
+        return original(self)
+    monkeypatch.setattr(jax_exec._Compiled, "interpreter", counted)
+    return calls
+
+
+NORMAL_PAIRS = {
+    "mul": (np.full((128, 8), 1e-20, np.float32), np.full((128, 8), 1e-20, np.float32)),
+    "cancel_then_scale": (np.full((128, 8), 3e-38, np.float32),
+                          np.full((128, 8), -2.9e-38, np.float32)),
+}
+KERNELS = {"mul": mul, "cancel_then_scale": cancel_then_scale}
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_by_default_a_subnormal_produced_inside_the_compiled_program_is_flushed(name,
+                                                                                monkeypatch):
+    monkeypatch.setattr(numerics_jax, "CHECK_FLUSHES", False)
+    a, b = NORMAL_PAIRS[name]
+    assert subnormal_input(nki.trace_kernel(KERNELS[name], a, b).kernel, [a, b]) is None
+    ref = nki.simulate_kernel(KERNELS[name], a, b, params=SimParams(backend="numpy"))
+    out = nki.simulate_kernel(KERNELS[name], a, b, params=SimParams(backend="jax"))
+    assert ref[0, 0] != 0 and out[0, 0] == 0  # the documented difference (docs/semantics.md)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_checked_programs_rerun_in_the_interpreter_and_keep_the_subnormal(name, monkeypatch):
+    monkeypatch.setattr(numerics_jax, "CHECK_FLUSHES", True)
+    calls = _interpreter_runs(monkeypatch)
+    a, b = (x.copy() for x in NORMAL_PAIRS[name])  # why: new arrays, not the repeat fast path
+    ref = nki.simulate_kernel(KERNELS[name], a, b, params=SimParams(backend="numpy"))
+    out = nki.simulate_kernel(KERNELS[name], a, b, params=SimParams(backend="jax"))
+    np.testing.assert_array_equal(out.view(np.uint32), ref.view(np.uint32))
+    assert ref[0, 0] != 0 and calls  # the compiled program's flag sent it to the interpreter
+    if name == "mul":
+        assert ref[0, 0] == np.float32(1e-20) * np.float32(1e-20)
+    else:
+        assert ref[0, 0] == (np.float32(3e-38) + np.float32(-2.9e-38)) * np.float32(1e30)
+
+
+def test_checked_programs_stay_compiled_for_exact_zeros_and_normal_values(monkeypatch):
+    monkeypatch.setattr(numerics_jax, "CHECK_FLUSHES", True)
+    calls = _interpreter_runs(monkeypatch)
+    a = np.random.default_rng(1).uniform(-1, 1, (128, 8)).astype(np.float32)
+    out = nki.simulate_kernel(legit_zeros, a, a, params=SimParams(backend="jax"))
+    np.testing.assert_array_equal(out, np.zeros_like(a))
+    out = nki.simulate_kernel(mul, a, a, params=SimParams(backend="jax"))
+    np.testing.assert_array_equal(out, a * a)
+    assert calls == []  # no flag: both ran compiled

@@ -8,7 +8,8 @@ import pytest
 
 import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
-from nki_workbench import NkiError, NkiIndexError, NkiTypeError, nki
+from nki_workbench import NkiError, NkiIndexError, NkiSyntaxError, NkiTypeError, nki
+from nki_workbench._src.errors import SYNTAX_CODES
 from nki_workbench._src.ir.validate import InvalidIRError
 
 
@@ -17,14 +18,20 @@ def test_codes_pick_the_subclass_and_its_builtin_base():
     assert type(e) is NkiIndexError and isinstance(e, IndexError) and isinstance(e, NkiError)
     t = NkiError("err_activation_bias_invalid_type", "bias must be a tile")
     assert type(t) is NkiTypeError and isinstance(t, TypeError)
-    plain = NkiError("err_num_partition_exceed_arch_limit", "too many partitions")
-    assert type(plain) is NkiError and not isinstance(plain, (IndexError, TypeError))
+    syn = NkiError("err_num_partition_exceed_arch_limit", "too many partitions", "k.py:4")
+    assert type(syn) is NkiSyntaxError and isinstance(syn, SyntaxError)
+    assert (syn.msg, syn.filename, syn.lineno) == ("too many partitions", "k.py", 4)
+    assert all(type(NkiError(c, "m")) is NkiSyntaxError for c in SYNTAX_CODES)
+    plain = NkiError("err_unsupported_memory", "wrong memory")
+    assert type(plain) is NkiError and not isinstance(plain, (IndexError, TypeError,
+                                                              SyntaxError))
     assert str(e) == "[err_tensor_access_out_of_bound] index 9 is out of bounds (at k.py:3)" \
         "\n  hint: fix"
 
 
 def test_errors_pickle_with_their_attributes():
     for e in (NkiError("err_tensor_access_out_of_bound", "m", "k.py:1", "h"),
+              NkiError("err_size_of_dimension_exceed_arch_limit", "m", "k.py:2", "h"),
               InvalidIRError("bad", line=3)):
         back = pickle.loads(pickle.dumps(e))
         assert type(back) is type(e) and str(back) == str(e)

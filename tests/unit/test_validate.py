@@ -1,14 +1,10 @@
-"""The IR validator: one test per rule, the budget, the debug switch, and mutation fuzzing of
-real backend_configs through ``simulate_backend_config`` (only NkiError/IRParseError escape)."""
+"""The IR validator: one test per rule, the budget and the debug switch (its mutation fuzzing
+lives in ``tests/reliability/test_ir_fuzz.py``)."""
 
-import random
-import time
 
 import ir_mutations as M
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import nki_workbench._src.ir.budget as B
 import nki_workbench._src.ir.validate as V
@@ -23,8 +19,6 @@ from nki_workbench.nki import NkiError
 
 CASES = M.base_cases()
 BY_NAME = {name: (cfg, arrays) for name, cfg, arrays in CASES}
-# the fuzz tests check which errors escape, not the default limits: keep them light and fast
-SMALL = B.Budget(steps=20_000, elements=50_000_000, bytes=64 << 20)
 
 
 def _text(name):
@@ -231,13 +225,12 @@ def test_what_the_validator_cannot_see_still_becomes_an_nki_error():
     assert outcome == "rejected" and isinstance(exc, NkiError), exc
 
 
+@pytest.mark.timeout(30)  # refused before running: never 10**7 trips
 def test_budget_refuses_a_huge_trip_count_at_once():
     cfg, arrays = BY_NAME["masked"]
     text = cfg["serialize_ir_string"].replace("sequential_range(0, 3, 1)",
                                               "sequential_range(0, 10000000, 1)")
-    t0 = time.perf_counter()
     outcome, exc, _ = M.run_case(cfg, text, arrays)
-    assert time.perf_counter() - t0 < 1.0
     assert outcome == "rejected" and exc.code == "wb_invalid_ir"
     assert "40,000,000 steps, over the budget of 1,000,000" in str(exc)
 
@@ -296,26 +289,4 @@ def test_env_switch_validates_every_trace(monkeypatch):
     assert seen == ["tiny"]
 
 
-# ----------------------------------------------------------------------------- fuzzing
-@settings(max_examples=60, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
-@given(seed=st.integers(0, 2 ** 32 - 1), case=st.sampled_from(sorted(BY_NAME)),
-       rounds=st.integers(1, 3))
-def test_random_mutations_raise_only_nki_or_parse_errors(seed, case, rounds):
-    cfg, arrays = BY_NAME[case]
-    rng = random.Random(seed)
-    text = cfg["serialize_ir_string"]
-    for _ in range(rounds):  # a few mutations on top of each other
-        try:
-            text = M.mutate(text, rng)[1]
-        except (NkiError, IRParseError):
-            break  # the structural mutator re-parses; an earlier mutation broke the text
-    outcome, exc, _ = M.run_case(cfg, text, arrays, SMALL)
-    assert outcome in ("ran", "rejected"), f"{type(exc).__name__}: {exc}\n{text}"
-
-
-def test_300_fixed_seed_mutations_never_escape():
-    stats = M.fuzz(300, seed=2024, cases=CASES, budget=SMALL)
-    assert stats["escaped"] == 0, stats["escapes"]
-    assert stats["rejected"] > 150 and stats["ran"] > 20  # the mutations really are varied
-    assert stats["kinds"]["text"] > 100 and stats["kinds"]["struct"] > 100
+# Mutation fuzzing (10 000 mutated configs and a hypothesis twin): tests/reliability/test_ir_fuzz.py

@@ -184,12 +184,18 @@ def scan(P, step, init, xs):
     """
     n = xs[0].shape[0]
     if P.name == "jax":
+        import jax.numpy as jnp
         from jax import lax
 
+        from .numerics_jax import note_flush, watching_flushes
+
         def body(c, cols):
-            c = step(c, *cols)
-            return c, c
-        return lax.scan(body, init, tuple(xs), unroll=max(1, min(8, n)))[1]
+            with watching_flushes() as flushed:  # why: a flag may not leak out of the scan
+                c = step(c, *cols)
+            return c, (c, jnp.any(jnp.stack(flushed)) if flushed else jnp.bool_(False))
+        rows, flags = lax.scan(body, init, tuple(xs), unroll=max(1, min(8, n)))[1]
+        note_flush(jnp.any(flags))
+        return rows
     rows, c = [], init
     for i in range(n):
         c = step(c, *(x[i] for x in xs))

@@ -9,12 +9,20 @@ Bit-exactness with the numpy instance, and where it cannot hold:
   ``vmap`` too), so element-wise arithmetic is bit-identical.
 * XLA's CPU runtime flushes float32 subnormals (|x| < 1.18e-38) to zero; numpy keeps them
   (inputs holding them run in the interpreter: ``jax_static.subnormal_input``; docs/semantics.md).
+  With :data:`CHECK_FLUSHES` on, under :func:`watching_flushes`, each float32 ``add``,
+  ``subtract``, ``multiply`` and ``divide`` of :meth:`JaxNumerics.alu` also records whether a
+  result was flushed (:func:`_flushed`), which the compiled executor turns into its
+  re-run-in-the-interpreter flag.
 * Transcendentals (exp, log, tanh, erf, power ...) use XLA's kernels: a few float32 ulps apart.
 * matmul: XLA's dot sums in another order than BLAS.
 * Reductions follow the one pairwise tree of :meth:`.Numerics.reduce` on both: bit-identical.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -25,9 +33,53 @@ from jax.scipy import special as jsp
 from .. import dtypes as D
 from .numerics import Numerics, Unsupported
 
-__all__ = ["JaxNumerics", "is_traced"]
+__all__ = ["JaxNumerics", "is_traced", "watching_flushes", "note_flush"]
 
 _F32 = np.dtype(np.float32)
+_WATCH = threading.local()
+_FLUSHABLE = frozenset({"add", "subtract", "multiply", "divide"})
+
+
+CHECK_FLUSHES = os.environ.get("NKI_WORKBENCH_CHECK_SUBNORMALS", "") not in ("", "0")
+"""Whether compiled programs check for flushed subnormal results (``False``, the default: such
+results are 0, unseen). On (``NKI_WORKBENCH_CHECK_SUBNORMALS=1``, or set this before a kernel's
+first compiled run), a flushed result makes the interpreter re-run the kernel, so results keep
+their subnormals; it costs about 3x on element-wise-heavy compiled kernels (measured)."""
+
+
+@contextlib.contextmanager
+def watching_flushes():
+    """Collect, for the ALU ops run inside, flags "a result was flushed to zero" (a list)."""
+    prev = getattr(_WATCH, "flags", None)
+    _WATCH.flags = flags = [] if CHECK_FLUSHES else None
+    try:
+        yield flags if flags is not None else []
+    finally:
+        _WATCH.flags = prev
+
+
+def note_flush(flag):
+    """Add ``flag`` to the flags being collected (nothing when no one is watching)."""
+    flags = getattr(_WATCH, "flags", None)
+    if flags is not None:
+        flags.append(flag)
+
+
+def _flushed(op, a, b, r):
+    """Whether ``r = a op b`` (float32) is 0 where the exact result is not: a flushed subnormal.
+
+    An exact sum or difference of two float32 values below 2^-126 is a multiple of 2^-149, so a
+    subnormal: ``a + b == 0`` with ``a != -b`` happens only by flushing. A product or quotient of
+    nonzero finite values rounds to 0 only below 2^-150 (numpy gives 0 too: a needless re-run).
+    """
+    z = r == 0
+    if op == "add":
+        return jnp.any(z & (a != -b))
+    if op == "subtract":
+        return jnp.any(z & (a != b))
+    if op == "multiply":
+        return jnp.any(z & (a != 0) & (b != 0) & jnp.isfinite(a) & jnp.isfinite(b))
+    return jnp.any(z & (a != 0) & jnp.isfinite(b) & (b != 0))
 
 
 def is_traced(x) -> bool:
@@ -44,6 +96,14 @@ class JaxNumerics(Numerics):
 
     def __init__(self, zero):
         self.zero = zero
+
+    def alu(self, op: str, a, b, out=None):
+        """:meth:`.Numerics.alu`, noting flushed subnormal results (:func:`watching_flushes`)."""
+        r = super().alu(op, a, b, out)
+        if getattr(_WATCH, "flags", None) is not None and op in _FLUSHABLE and \
+                getattr(r, "dtype", None) == _F32 and is_traced(r):
+            note_flush(_flushed(op, self.f32(a), self.f32(b), r))
+        return r
 
     # --- dtypes -------------------------------------------------------------------------
     def f32(self, x):

@@ -84,16 +84,22 @@ def _reads(body, decls) -> dict:
 
 
 def _writes(body, decls) -> dict:
-    """Root tensor -> its non-accumulating write accesses in ``body`` (``None``: via a view)."""
+    """Root tensor -> its non-accumulating write accesses in ``body``.
+
+    ``None``: written under two names (a view and its root, or two views).
+    """
     out: dict = {}
+    via: dict = {}
     for inst in walk_insts(body):
         if inst.attr("acc") is not None:
             continue
         for o in inst.outs:
             r = root(o.tensor, decls)
-            if r != o.tensor:
-                out[r] = None  # why: views are not stamped (see interp._race_mark)
+            if via.setdefault(r, o.tensor) != o.tensor:
+                out[r] = None  # why: indices of two names (a view and its root) do not compare
             elif out.get(r, ()) is not None:
+                # why: a view is a bijection of elements, so accesses all through the same
+                # view that are separate in its coordinates are separate in the root's
                 out.setdefault(r, []).append(o)
     return out
 
@@ -174,11 +180,11 @@ def overlapping_writes(kernel) -> dict:
                     inner = _ranges(s.body)
                     hits = set()
                     for name, accs in _writes(s.body, decls).items():
-                        if accs is None or name not in declared or decls[name].kind == "const":
+                        if name not in declared or decls[name].kind == "const":
                             continue
                         if name not in seen and total.get(name, 0) <= inside.get(name, 0):
                             continue  # why: nothing after the loop sees which iteration won
-                        if not separate(accs, s.var, s.step, inner):
+                        if accs is None or not separate(accs, s.var, s.step, inner):
                             hits.add(name)
                     if hits:
                         out[s] = out.get(s, frozenset()) | frozenset(hits)

@@ -46,6 +46,7 @@ from .access import CompiledAccess
 from .analysis import (
     overlapping_writes,
     read_and_written,
+    root,
     shared_overlaps,
     starts_accumulation_group,
 )
@@ -315,9 +316,7 @@ class Program:
 
     def _race_spec(self, out, affine_vars, loc):
         """The race checks a write to ``out`` needs (``None``: none; see :mod:`.races`)."""
-        name = out.tensor
-        if self.decls[name].base is not None:
-            return None  # why: views are not stamped; their root is checked where written
+        name = root(out.tensor, self.decls)  # why: a view's writes are checked on its root
         waw = tuple(v for v, _, w in affine_vars if name in w)
         stamp = bool(affine_vars) and name in affine_vars[-1][1]
         spmd = name in self.spmd
@@ -397,7 +396,7 @@ class Program:
             if ok is not None and len(st.poison) < 8:
                 st.poison.setdefault((buf.name, loc), None)
         if buf.stamp is not None and in_affine and st.params.detect_races and \
-                isinstance(buf.stamp, np.ndarray) and buf.name in outer_sets[in_affine[-1]]:
+                _races.tracked_read(buf, outer_sets[in_affine[-1]]):
             _races.on_read(self, st, ca, buf, loc, in_affine[-1])
         return v, ok
 
@@ -469,7 +468,8 @@ class Program:
         if sel is None:
             ca.write(buf.data, res, st.env, st.dyn)
             if buf.init is not None:
-                if mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)):
+                if mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)) and \
+                        not _races.is_view(buf):  # why: a view's init is its root's, shared
                     buf.init = None
                 else:
                     ca.write(buf.init, mark, st.env, st.dyn)

@@ -19,6 +19,7 @@ from ..errors import NkiError, numpy_index_error
 from ..ir import expr as E
 from ..semantics import NUMPY, VALUE_RULES, Ex
 from ..semantics.isa_alu import like, out_sel
+from . import races as _races
 from .access import CompiledAccess
 from .specials import SPECIAL
 
@@ -119,8 +120,10 @@ def _dma_copy(prog, inst):
             np.add.at(acc, d_idx, D.to_f32(vals))  # why: duplicate indices are serialised
             dbuf.writable()[...] = D.from_f32(acc, dst_decl.dtype)
         else:
-            dbuf.writable()[d_idx] = vals if vals.dtype == dbuf.data.dtype else D.cast(
-                vals, dst_decl.dtype)
+            def write():
+                dbuf.writable()[d_idx] = vals if vals.dtype == dbuf.data.dtype else D.cast(
+                    vals, dst_decl.dtype)
+            _races.indexed_write(prog, st, dbuf, d_idx, spec, loc, write)
         if dbuf.init is not None:
             dbuf.init[d_idx] = True
     return run

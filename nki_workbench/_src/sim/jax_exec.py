@@ -56,7 +56,8 @@ from ..errors import CompiledFallbackWarning, warn
 from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
 from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
-from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
+from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics, numerics_jax
+from ..semantics.numerics_jax import watching_flushes
 from .analysis import overlapping_writes, read_and_written, starts_accumulation_group
 from .interp import Program
 from .jax_access import (
@@ -395,7 +396,10 @@ class _Lower(Buffers):
             self.partials.append((inst, vals))  # why: summed over the loop after it (jax_vector)
             return
         ex = Ex(inst, vals, None if sel is None else jnp.asarray(sel), None, out_shapes)
-        result = self.rule(inst.op)(self.P, ex)
+        with watching_flushes() as flushed:  # why: XLA flushes subnormal results (see there)
+            result = self.rule(inst.op)(self.P, ex)
+        for f in flushed:
+            self.bad(f)
         if not outs:
             return
         for k, res, out_sel in ex.results(result, sel, len(outs)):
@@ -657,7 +661,7 @@ class _Compiled:
 
     def fn(self, uninit_error: bool, races: bool, offsets: tuple):
         """The jitted program for a check mode and the inputs' offsets (``jax_static.window``)."""
-        key = (uninit_error, races and self.has_races, offsets)
+        key = (uninit_error, races and self.has_races, offsets, numerics_jax.CHECK_FLUSHES)
         f = self.fns.get(key)
         if f is None:
             jax = _jax()

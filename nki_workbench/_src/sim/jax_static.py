@@ -19,6 +19,7 @@ from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
 from ..ir import expr as E
 from ..options import SimParams
 from .analysis import overlapping_writes, read_and_written, shared_overlaps
+from .races import view_writes
 from .specials import SPECIAL
 
 __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
@@ -113,6 +114,9 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
         if racy:
             return (f"race tracking across SPMD programs (writes to {sorted(racy)} are not "
                     "proven disjoint)")
+        viewed = view_writes(kernel)
+        if viewed:
+            return f"race tracking through views (writes to {viewed} inside nl.affine_range)"
     grid = int(np.prod(kernel.grid)) if kernel.grid else 1
     for inst in walk_insts(kernel.body):
         if inst.op == "all_reduce":

@@ -7,6 +7,14 @@ instruction (its kernel line is ``Program.sites[site]``). Iteration ids grow in 
 order and are unique across the whole run, so "written by an earlier iteration of loop ``v``
 in this run of it" is ``loop_lo[v] < writer < iter_start[v]``.
 
+Writes and reads through a view (``t.reshape(...)``, a same-width ``t.view(dtype)``, views of
+views) are tracked on the tensor the view aliases: the view's stamps are the root's stamp arrays
+in the view's shape (:func:`_arrays`), so an overlap is seen whichever name each write used. A
+bitcast to a dtype of another width changes the element count; such writes stay untracked.
+Several destinations of one instruction (``activation_reduce``'s ``reduce_res``...) are each a
+write with its own check. :func:`view_writes` names the tracked tensors a kernel writes
+through a view, which the compiled executor leaves to the interpreter.
+
 Which tensors are tracked is decided statically (:mod:`.analysis`): only writes the IR cannot
 prove separate cost anything. An overlap that writes the value already there is no race (the
 order cannot change the result), so only elements whose value changes are reported.
@@ -21,7 +29,7 @@ import numpy as np
 from ..errors import LoopCarriedDependencyWarning, NkiError, SpmdRaceWarning, warn
 
 __all__ = ["SITE_BITS", "RaceSpec", "before_write", "after_write", "on_read",
-           "enter_iteration"]
+           "enter_iteration", "is_view", "tracked_read", "view_writes", "indexed_write"]
 
 SITE_BITS = 20
 """Low bits of a stamp naming the writing instruction (a kernel has fewer write sites)."""
@@ -64,6 +72,78 @@ def _report(prog, st, key, category, msg, loc, hint):
     warn(category, msg, loc, hint)
 
 
+def is_view(buf) -> bool:
+    """Whether ``buf`` is a view (its ``stamp`` slot holds the buffer it aliases)."""
+    return buf.stamp is not None and not isinstance(buf.stamp, np.ndarray)
+
+
+def _root(buf):
+    while is_view(buf):
+        buf = buf.stamp
+    return buf
+
+
+def _arrays(buf, attr, create=False):
+    """The root's ``attr`` array (``stamp`` or ``owner``) seen in ``buf``'s shape.
+
+    ``None`` when the root has none yet (and ``create`` is false) or when the view changes the
+    element count (a bitcast to another width).
+    """
+    root = _root(buf)
+    arr = getattr(root, attr)
+    if arr is None:
+        if not create:
+            return None
+        arr = np.zeros(root.data.shape, dtype=np.int64)
+        setattr(root, attr, arr)
+    if root is buf:
+        return arr
+    if arr.size != buf.data.size:
+        return None
+    return arr.reshape(buf.data.shape)  # why: a view of the root's stamps, so writes land there
+
+
+def _label(buf):
+    root = _root(buf)
+    return f"'{buf.name}'" if root is buf else f"'{root.name}' (through view '{buf.name}')"
+
+
+def tracked_read(buf, names) -> bool:
+    """Whether a read of ``buf`` in an affine body must check its stamps (``names``: tracked)."""
+    root = _root(buf)
+    return isinstance(root.stamp, np.ndarray) and root.name in names and \
+        (root is buf or root.stamp.size == buf.data.size)
+
+
+def view_writes(kernel) -> list:
+    """Tracked tensors that an ``affine_range`` body writes through a view, sorted.
+
+    Tracked: race checks need their stamps. The compiled executor does not stamp views.
+    """
+    from ..ir import Alloc, Loop, walk_insts
+    from .analysis import overlapping_writes, read_and_written, root
+    decls = kernel.decls()
+    waw = set().union(*overlapping_writes(kernel).values())
+    out = set()
+
+    def walk(body, declared):
+        declared = set(declared)
+        for s in body:
+            if isinstance(s, Alloc):
+                declared.add(s.decl.name)
+            elif isinstance(s, Loop):
+                if s.kind == "affine":
+                    carried = (read_and_written(s.body, decls) & declared) | waw
+                    for inst in walk_insts(s.body):
+                        for o in inst.outs:
+                            r = root(o.tensor, decls)
+                            if r != o.tensor and r in carried and inst.attr("acc") is None:
+                                out.add(r)
+                walk(s.body, declared)
+    walk(kernel.body, {p.name for p in kernel.params})
+    return sorted(out)
+
+
 def _region(ca, arr, sel, st, fill):
     """The elements of ``arr`` the access touches (masked-out lanes read as ``fill``)."""
     if sel is None:
@@ -83,11 +163,15 @@ def before_write(st, ca, buf, sel, spec):
 
     :func:`after_write` checks them; ``None`` when the buffer is not tracked.
     """
-    if buf.data.ndim == 0 or (buf.stamp is not None and not isinstance(buf.stamp, np.ndarray)):
-        return None  # why: views are not tracked (their root is, where written)
+    if buf.data.ndim == 0:
+        return None
+    root = _root(buf)
+    if root is not buf and root.data.size != buf.data.size:
+        return None  # why: a bitcast to another width has no element-wise stamps
     hits = []
-    if spec.waw and isinstance(buf.stamp, np.ndarray):
-        old = np.asarray(_region(ca, buf.stamp, sel, st, 0))
+    stamps = _arrays(buf, "stamp") if spec.waw else None
+    if stamps is not None:
+        old = np.asarray(_region(ca, stamps, sel, st, 0))
         writer = old >> SITE_BITS
         for var in spec.waw:
             lo = st.loop_lo.get(var)
@@ -95,8 +179,9 @@ def before_write(st, ca, buf, sel, spec):
                 hit = (writer > lo) & (writer < st.iter_start[var])
                 if hit.any():
                     hits.append((var, hit, old))
-    if spec.spmd and buf.owner is not None:
-        old = np.asarray(_region(ca, buf.owner, sel, st, 0))
+    owner = _arrays(buf, "owner") if spec.spmd else None
+    if owner is not None:
+        old = np.asarray(_region(ca, owner, sel, st, 0))
         who = old >> SITE_BITS
         hit = (who != 0) & (who != st.ordinal + 1)
         if hit.any():
@@ -117,13 +202,54 @@ def after_write(prog, st, ca, buf, spec, loc, token):
                 _overlap(prog, st, buf, var, hit, old, loc)
     site = spec.site
     if spec.stamp or spec.waw:
-        if buf.stamp is None:
-            buf.stamp = np.zeros(buf.data.shape, dtype=np.int64)
-        _put(ca, buf.stamp, (st.iter_id << SITE_BITS) | site, sel, st)
+        _put(ca, _arrays(buf, "stamp", True), (st.iter_id << SITE_BITS) | site, sel, st)
     if spec.spmd:
-        if buf.owner is None:
-            buf.owner = np.zeros(buf.data.shape, dtype=np.int64)
-        _put(ca, buf.owner, ((st.ordinal + 1) << SITE_BITS) | site, sel, st)
+        _put(ca, _arrays(buf, "owner", True), ((st.ordinal + 1) << SITE_BITS) | site, sel, st)
+
+
+def indexed_write(prog, st, buf, idx, spec, loc, write):
+    """Run ``write()`` (a write of ``buf`` at the index arrays ``idx``), checked and stamped.
+
+    The path of writes whose elements are only known as index arrays (``dma_copy`` with an
+    ``.ap()`` pattern, run-time indices or ``oob_mode``): the same checks as
+    :func:`before_write` / :func:`after_write`.
+    """
+    root = _root(buf)
+    if spec is None or not st.params.detect_races or buf.data.ndim == 0 or \
+            (root is not buf and root.data.size != buf.data.size):
+        write()
+        return
+    hits = []
+    stamps = _arrays(buf, "stamp") if spec.waw else None
+    if stamps is not None:
+        old = stamps[idx]
+        writer = old >> SITE_BITS
+        for var in spec.waw:
+            lo = st.loop_lo.get(var)
+            if lo is not None:
+                hit = (writer > lo) & (writer < st.iter_start[var])
+                if hit.any():
+                    hits.append((var, hit, old))
+    owner = _arrays(buf, "owner") if spec.spmd else None
+    if owner is not None:
+        old = owner[idx]
+        who = old >> SITE_BITS
+        hit = (who != 0) & (who != st.ordinal + 1)
+        if hit.any():
+            hits.append((None, hit, old))
+    before = np.array(buf.data[idx]) if hits else None
+    write()
+    if hits:
+        after = buf.data[idx]
+        same = (before == after) | ((before != before) & (after != after))
+        for var, hit, old in hits:
+            hit = hit & ~same
+            if hit.any():
+                _overlap(prog, st, buf, var, hit, old, loc)
+    if spec.stamp or spec.waw:
+        _arrays(buf, "stamp", True)[idx] = (st.iter_id << SITE_BITS) | spec.site
+    if spec.spmd:
+        _arrays(buf, "owner", True)[idx] = ((st.ordinal + 1) << SITE_BITS) | spec.site
 
 
 def _overlap(prog, st, buf, var, hit, old, loc):
@@ -132,20 +258,20 @@ def _overlap(prog, st, buf, var, hit, old, loc):
     n = int(np.count_nonzero(hit))
     if var is None:
         other = np.unravel_index((first >> SITE_BITS) - 1, st.grid)
-        msg = (f"'{buf.name}' is written at the same elements by SPMD programs "
+        msg = (f"{_label(buf)} is written at the same elements by SPMD programs "
                f"{tuple(int(x) for x in other)} (at {where}) and {tuple(st.pid)} (at {loc}) "
                f"with different values ({n} elements): programs run in any order, so the "
                "result depends on which one writes last")
-        _report(prog, st, ("spmd", buf.name, where, loc), SpmdRaceWarning, msg, loc,
+        _report(prog, st, ("spmd", _root(buf).name, where, loc), SpmdRaceWarning, msg, loc,
                 "index the shared tensor with nl.program_id(...) so that each program "
                 "writes its own region")
         return
-    msg = (f"'{buf.name}' is written at the same elements by iterations "
+    msg = (f"{_label(buf)} is written at the same elements by iterations "
            f"{var}={_value_of(st, var, first >> SITE_BITS)} (at {where}) and "
            f"{var}={st.env[var]} (at {loc}) of nl.affine_range loop '{var}' with different "
            f"values ({n} elements): the value seen after the loop depends on the order the "
            "iterations run")
-    _report(prog, st, ("waw", buf.name, var, where, loc), LoopCarriedDependencyWarning, msg,
+    _report(prog, st, ("waw", _root(buf).name, var, where, loc), LoopCarriedDependencyWarning, msg,
             loc, "give each iteration its own region (index with the loop variable) or use "
             "nl.sequential_range if the order matters")
 
@@ -155,16 +281,16 @@ def on_read(prog, st, ca, buf, loc, var):
     lo = st.loop_lo.get(var)
     if lo is None:
         return
-    stamps = np.asarray(ca.read(buf.stamp, st.env, st.dyn))
+    stamps = np.asarray(ca.read(_arrays(buf, "stamp"), st.env, st.dyn))
     writer = stamps >> SITE_BITS
     carried = (writer > lo) & (writer < st.iter_start[var])
     if np.any(carried):
         first = int(stamps[tuple(np.argwhere(carried)[0])])
         w = first >> SITE_BITS
         where = prog.sites[first & _SITE_MASK]
-        msg = (f"'{buf.name}' is written in one nl.affine_range iteration and read in another "
+        msg = (f"{_label(buf)} is written in one nl.affine_range iteration and read in another "
                f"(loop '{var}': written by {var}={_value_of(st, var, w)} at {where}, read by "
                f"{var}={st.env[var]}): affine iterations may run in any order")
-        _report(prog, st, ("raw", buf.name, var, where, loc), LoopCarriedDependencyWarning,
+        _report(prog, st, ("raw", _root(buf).name, var, where, loc), LoopCarriedDependencyWarning,
                 msg, loc, "use nl.sequential_range for loop-carried dependencies (or declare "
                 "the tile inside the loop)")
