@@ -2,17 +2,26 @@
 
 Usage::
 
-    python bench/current_corpus.py FOLDER [--deps DIR] [-k EXPR] [--markers fast] [--timeout S]
+    python bench/current_corpus.py FOLDER [--deps DIR] [--per-file N] [--timeout S] [-j J]
+                                   [-k SUBSTR] [--markers fast] [--recollect]
 
 ``FOLDER`` is a checkout of aws-neuron/nki-library (kernels under ``src/``, pytest integration
 tests under ``test/integration`` with PyTorch goldens). Its harness has a CPU-simulation mode
 (``--test-mode=simulation``) that imports a ``nki_cpu_simulator`` package and calls
 ``nki.cpu_simulate(kernel)[lnc](**inputs)``; this script writes that package as a thin shim
-over ``nki_workbench.current`` (so every kernel runs unmodified through the ``import nki``
-alias, on the workbench's IR and simulator, with the harness's own goldens and tolerances),
-runs the harness's fast tests, and prints one row per case with the first line of the reason
-for each failure. ``--deps`` names a ``pip install --target`` folder holding the harness's own
-infrastructure packages (fabric2, boto3, pytest-html, plotext); nothing is installed here.
+over ``nki_workbench.current``, so every kernel runs unmodified through the ``import nki``
+alias (``compat.install()``), on the workbench's IR and simulator, against the harness's own
+goldens and tolerances.
+
+The test files are collected once (one pytest ``--collect-only`` run, cached as JSON next to
+the folder; ``--recollect`` refreshes it). Then the ``--per-file`` smallest cases of each file
+(by the product of the integers in the case id; the harness's own simulation skips excluded)
+run one per subprocess under ``--timeout`` seconds, ``-j`` at a time. The table has one row per
+case with the first line of the reason for each failure, then the files that do not import,
+then the pass rate and the reasons ranked by count. ``--deps`` names a ``pip install
+--target`` folder holding the harness's infrastructure packages (pytest-html, fabric2, boto3,
+aws-embedded-metrics, plotext, allpairspy); nothing is installed here.
+
 A ``.py`` file or folder of plain scripts is run as ``python FILE`` instead (exit 0 = pass),
 for kernels whose goldens are checked in their ``__main__`` (SDK / nki-samples tutorials).
 """
@@ -20,152 +29,130 @@ for kernels whose goldens are checked in their ``__main__`` (SDK / nki-samples t
 from __future__ import annotations
 
 import argparse
+import collections
+import concurrent.futures as cf
+import json
+import math
 import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
-import xml.etree.ElementTree as ET
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from current_corpus_shim import BOOT, write_shim  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-# module of the shim -> source (the harness imports these names; see its simulation_setup.py)
-_SHIM = {
-    "nki_cpu_simulator/__init__.py": "",
-    "nki_cpu_simulator/nki/__init__.py": """
-        import sys
-        import nki_workbench.current as _cur
-        from nki_workbench.current import *  # noqa
-        from nki_workbench.current import isa, language, simulate  # noqa
-
-        class _Sim:
-            def __init__(self, kernel):
-                self.kernel = kernel
-            def __getitem__(self, lnc):
-                k = self.kernel if isinstance(self.kernel, _cur.Kernel) else _cur.jit(self.kernel)
-                return simulate(k[lnc] if int(lnc) > 1 else k)
-            def __call__(self, *a, **kw):
-                return self[1](*a, **kw)
-
-        def cpu_simulate(kernel):
-            return _Sim(kernel)
-
-        from nki_cpu_simulator.nki.language import dtypes as dtype  # noqa: E402
-
-        def __getattr__(name):
-            return getattr(_cur, name)
-    """,
-    "nki_cpu_simulator/nki/isa/__init__.py": """
-        from nki_workbench.current.isa import *  # noqa
-        from nki_workbench.current.isa import constants  # noqa
-    """,
-    "nki_cpu_simulator/nki/isa/constants.py": "from nki_workbench.current.isa.constants import *",
-    "nki_cpu_simulator/nki/language/__init__.py": """
-        import nki_workbench.current.language as _nl
-        globals().update({k: v for k, v in vars(_nl).items() if not k.startswith("__")})
-    """,
-    "nki_cpu_simulator/nki/language/dtypes.py":
-        "from nki_workbench.current.language import *  # noqa",
-    "nki_cpu_simulator/nki/builtin.py": "",
-    "nki_cpu_simulator/nki/compiler.py": "",
-    "nki_cpu_simulator/nki/tensor.py": "from nki_workbench.current.language import tensor  # noqa",
-    "nki_cpu_simulator/nki/typing.py": "from nki_workbench.nki.typing import *  # noqa",
-    # the harness casts with AWS's neuron_dtypes; ml_dtypes covers the dtypes it names
-    "neuron_dtypes/__init__.py": """
-        import ml_dtypes, numpy as np
-        from ml_dtypes import bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2  # noqa
-        finfo = ml_dtypes.finfo
-        class _Packed:  # the MX x4 containers: named only (no workbench support)
-            def __init__(self, name):
-                self.name = name
-        float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = (
-            _Packed(n) for n in ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4"))
-        def static_cast(x, dtype):
-            return np.asarray(x).astype(dtype)
-        def is_float_type(dtype):
-            return np.dtype(dtype).kind == "f" or "float" in str(dtype)
-        def sizeinbytes(dtype):
-            return np.dtype(dtype).itemsize
-    """,
-}
+_HARNESS = ["-q", "-p", "no:cacheprovider", "--test-mode=simulation", "-o", "addopts=",
+            "--disable-warnings", "-p", "no:randomly"]
 
 
-# why: the harness's host-locking helpers (hardware runs only) import a module its public
-# checkout does not ship; simulation never calls them
-_LOCK_STUB = (
-    "m = types.ModuleType('test.utils.scripts.remote_lock_scripts'); "
-    "m.LockStatus = enum.Enum('LockStatus', 'ALLOCATED RELEASED DRAINED DRAINING UNDRAINED "
-    "NO_CORES ERROR FLOCK_TIMEOUT'); m.LockResult = type('LockResult', (), {}); "
-    "pkg = types.ModuleType('test.utils.scripts'); pkg.remote_lock_scripts = m; "
-    "sys.modules['test.utils.scripts'] = pkg; "
-    "sys.modules['test.utils.scripts.remote_lock_scripts'] = m; "
-    "pa = types.ModuleType('test.utils.perf_analysis_private'); "
-    "pa.analyze_trace = lambda *a, **k: None; sys.modules[pa.__name__] = pa; ")
+def _env(shim: pathlib.Path, folder: pathlib.Path, deps: str | None, root: pathlib.Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(shim)] + ([deps] if deps else []) + [str(folder), str(folder / "src"), str(root)])
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
 
 
-# why: the harness's Orchestrator sets `_compiled_kernel` only when it compiles, which simulation
-# mode skips, and then reads it after the simulated inference
-_ORCH_FIX = ("import test.utils.test_orchestrator as _o; "
-             "_o.Orchestrator._compiled_kernel = None; ")
+def _pytest(folder, env, args, report, timeout):
+    """Run the harness's pytest with the recorder plugin; returns the JSON report or None."""
+    cmd = [sys.executable, "-c", BOOT, report, json.dumps(args)]
+    try:
+        r = subprocess.run(cmd, cwd=folder, env=env, timeout=timeout, check=False,
+                           capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return None, f"timeout after {timeout} s"
+    if not os.path.exists(report):
+        tail = (r.stderr.strip().splitlines() or r.stdout.strip().splitlines() or [""])[-1]
+        return None, f"no report (rc {r.returncode}): {tail[:140]}"
+    with open(report) as f:
+        return json.load(f), ""
 
 
-def write_shim(where: pathlib.Path) -> None:
-    """Write the ``nki_cpu_simulator`` shim (and a ``neuron_dtypes`` stand-in) under ``where``."""
-    for rel, src in _SHIM.items():
-        p = where / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(src).lstrip())
+def collect(folder, env, markers, cache: pathlib.Path, timeout: int, refresh: bool) -> dict:
+    """Collect the harness's test files once: ``{"cases": [...], "errors": {file: reason}}``."""
+    if cache.exists() and not refresh:
+        return json.loads(cache.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = os.path.join(tmp, "collect.json")
+        args = ["test/integration", "--collect-only", "-m", markers,
+                "--continue-on-collection-errors"] + _HARNESS
+        data, why = _pytest(folder, env, args, rep, timeout)
+    if data is None:
+        raise SystemExit(f"collection failed: {why}")
+    cache.write_text(json.dumps(data))
+    return data
 
 
-def _reason(case) -> str:
-    for tag in ("failure", "error"):
-        el = case.find(tag)
-        if el is not None:
-            text = (el.get("message") or el.text or "").strip().splitlines()
-            return (text[0] if text else tag)[:150]
-    el = case.find("skipped")
-    if el is not None:
-        return "skipped: " + (el.get("message") or "")[:120]
-    return ""
+def size_key(case_id: str) -> tuple:
+    """Order cases by the product of the integers in their parameter id (smallest first)."""
+    params = case_id.partition("[")[2]
+    ints = [int(x) for x in re.findall(r"\d+", params) if int(x) > 0][:12]
+    return (math.prod(ints) if ints else 0, len(case_id), case_id)
 
 
-def run_library(folder: pathlib.Path, deps: str | None, expr: str | None, markers: str,
-                timeout: int, verbose: bool = False) -> list:
-    """Run the harness's tests in simulation mode; returns ``(case, status, reason)`` rows."""
+def pick(cases: list, per_file: int, substr: str | None) -> list:
+    """The ``per_file`` smallest runnable cases of each file."""
+    by_file = collections.defaultdict(list)
+    for c in cases:
+        if c["skip"] or (substr and substr not in c["id"]):
+            continue
+        by_file[c["file"]].append(c)
+    out = []
+    for f in sorted(by_file):
+        out += sorted(by_file[f], key=lambda c: size_key(c["id"]))[:per_file]
+    return out
+
+
+def run_case(folder, env, case, timeout) -> tuple:
+    """Run one case in its own process; ``(status, reason)``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rep = os.path.join(tmp, "run.json")
+        data, why = _pytest(folder, env, [case["run"]] + _HARNESS, rep, timeout)
+    if data is None:
+        return "error", why
+    res = [r for r in data["results"] if r["when"] == "call" or r["outcome"] != "passed"]
+    if not res:
+        errs = list(data["errors"].values())
+        return "error", (f"collection: {errs[0]}" if errs else "case not run (deselected?)")
+    for r in res:
+        if r["outcome"] == "failed":
+            return ("FAIL" if r["when"] == "call" else "error"), r["reason"]
+        if r["outcome"] == "skipped":
+            return "skip", r["reason"]
+    return "pass", ""
+
+
+def run_library(folder: pathlib.Path, a) -> tuple:
+    """Collect, pick and run; returns ``(rows, import_errors, n_collected)``."""
     with tempfile.TemporaryDirectory() as tmp:
         shim = pathlib.Path(tmp) / "shim"
         write_shim(shim)
-        xml = pathlib.Path(tmp) / "junit.xml"
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(shim)] + ([deps] if deps else []) + [str(folder), str(folder / "src"),
-                                                       str(ROOT)])
-        env.setdefault("OPENBLAS_NUM_THREADS", "1")
-        args = ["test/integration", "-q", "-p", "no:cacheprovider", "--test-mode=simulation",
-                "-m", markers, f"--junitxml={xml}", "-o", "addopts=", "--disable-warnings",
-                "--continue-on-collection-errors"]
-        if expr:
-            args += ["-k", expr]
-        # why: the harness imports `nki` before it switches to simulation mode: the alias first
-        boot = ("import sys, types, enum, pytest; from nki_workbench import compat; "
-                "compat.install(); " + _LOCK_STUB + _ORCH_FIX + f"sys.exit(pytest.main({args!r}))")
-        cmd = [sys.executable, "-c", boot]
-        subprocess.run(cmd, cwd=folder, env=env, timeout=timeout, check=False,
-                       stdout=None if verbose else subprocess.DEVNULL,
-                       stderr=None if verbose else subprocess.DEVNULL)
-        if not xml.exists():
-            return [("<collection>", "error", "pytest produced no report")]
-        rows = []
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
-            status = "pass"
-            if case.find("failure") is not None or case.find("error") is not None:
-                status = "FAIL"
-            elif case.find("skipped") is not None:
-                status = "skip"
-            rows.append((name, status, _reason(case)))
-        return rows
+        # why: the cases run for minutes; a copy keeps edits to the checkout out of the run
+        snap = pathlib.Path(tmp) / "snap"
+        shutil.copytree(ROOT / "nki_workbench", snap / "nki_workbench",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.ipynb", "node_modules"))
+        env = _env(shim, folder, a.deps, snap)
+        tag = re.sub(r"\W+", "_", a.markers)
+        cache = a.cache or folder.parent / f"{folder.name}.{tag}.collect.json"
+        data = collect(folder, env, a.markers, cache, a.timeout * 20, a.recollect)
+        cases = pick(data["cases"], a.per_file, a.expr)
+        rows = [None] * len(cases)
+        with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+            futs = {pool.submit(run_case, folder, env, c, a.timeout): i
+                    for i, c in enumerate(cases)}
+            for fut in cf.as_completed(futs):
+                i = futs[fut]
+                status, why = fut.result()
+                rows[i] = (cases[i]["file"].rsplit("/", 1)[-1] + "::" + cases[i]["id"],
+                           status, why)
+                if a.verbose:
+                    print(f"{status:<5} {rows[i][0]}  {why[:100]}", flush=True)
+    return rows, data["errors"], len(data["cases"])
 
 
 def run_scripts(path: pathlib.Path, timeout: int) -> list:
@@ -186,32 +173,59 @@ def run_scripts(path: pathlib.Path, timeout: int) -> list:
     return rows
 
 
-def print_table(rows) -> None:
-    """One line per case, then the counts (skips excluded from the pass rate)."""
+def _short(reason: str) -> str:
+    """A reason with its numbers and names blurred, to rank causes."""
+    r = re.sub(r"\(at [^)]*\)", "", reason)
+    r = re.sub(r"'[^']*'", "'…'", r)
+    return re.sub(r"\d+", "N", r).strip()[:90]
+
+
+def print_table(rows, errors=None, collected=None) -> None:
+    """One line per case, the files that do not import, the pass rate and ranked reasons."""
+    errors = errors or {}
     width = max([len(r[0]) for r in rows] + [4])
     for name, status, reason in rows:
-        print(f"{name:<{width}}  {status:<4}  {reason if status != 'pass' else ''}")
+        print(f"{name:<{width}}  {status:<5}  {reason[:160] if status != 'pass' else ''}")
+    if errors:
+        print(f"\n{len(errors)} test files do not import:")
+        for f, why in sorted(errors.items()):
+            print(f"  {f}: {why[:150]}")
     ran = [r for r in rows if r[1] != "skip"]
     passed = sum(r[1] == "pass" for r in ran)
     pct = 100.0 * passed / len(ran) if ran else 0.0
-    print(f"\n{passed}/{len(ran)} passed ({pct:.0f} %), {len(rows) - len(ran)} skipped")
+    files = len({r[0].split('::')[0] for r in rows})
+    head = f"{collected} cases collected; " if collected is not None else ""
+    print(f"\n{head}{files} files run: {passed}/{len(ran)} cases passed ({pct:.0f} %), "
+          f"{len(rows) - len(ran)} skipped")
+    causes = collections.Counter(_short(r[2]) for r in ran if r[1] != "pass")
+    causes.update(_short(w) for w in errors.values())
+    if causes:
+        print("reasons (cases and non-importing files):")
+        for why, n in causes.most_common(25):
+            print(f"  {n:>4}  {why}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=pathlib.Path)
     ap.add_argument("--deps", default=None, help="pip --target folder of the harness's deps")
-    ap.add_argument("-k", dest="expr", default=None, help="pytest -k expression")
-    ap.add_argument("--markers", default="fast", help="pytest -m expression (default: fast)")
-    ap.add_argument("--timeout", type=int, default=3600)
-    ap.add_argument("-v", dest="verbose", action="store_true", help="show pytest's output")
+    ap.add_argument("-k", dest="expr", default=None, help="only cases whose id contains this")
+    ap.add_argument("--markers", default="fast and not trace_only and not compile_only",
+                    help="pytest -m expression (default: the fast cases that run the kernel; "
+                         "trace_only/compile_only cases have no golden)")
+    ap.add_argument("--per-file", type=int, default=2, help="smallest cases run per file")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds per case")
+    ap.add_argument("-j", dest="jobs", type=int, default=1, help="cases run at once")
+    ap.add_argument("--cache", type=pathlib.Path, default=None, help="collection JSON")
+    ap.add_argument("--recollect", action="store_true", help="collect again")
+    ap.add_argument("-v", dest="verbose", action="store_true", help="print rows as they end")
     a = ap.parse_args(argv)
     folder = a.folder.resolve()
     if (folder / "test" / "integration").is_dir():
-        rows = run_library(folder, a.deps, a.expr, a.markers, a.timeout, a.verbose)
+        rows, errors, n = run_library(folder, a)
+        print_table(rows, errors, n)
     else:
-        rows = run_scripts(folder, a.timeout)
-    print_table(rows)
+        print_table(run_scripts(folder, a.timeout))
     return 0
 
 

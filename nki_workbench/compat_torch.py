@@ -12,7 +12,9 @@ names exist; nothing else of either package is provided:
                                            (``PyTorchXLAKernel``, picked by ``mode="auto"``)
                                            and returns CPU tensors of the kernel's dtypes and
                                            shapes. Takes (and ignores) ``n``/``devkind``.
-``xla_model.mark_step()``                  no-op (nothing is deferred: kernels run eagerly)
+``torch_xla.device()``                     the same as ``xla_device()`` (torch_xla 2.x)
+``xla_model.mark_step()``                  no-op (nothing is deferred: kernels run eagerly);
+                                           ``torch_xla.sync()`` too
 ``xla_model.wait_device_ops()``            no-op (every call has finished when it returns)
 ``torch_neuronx.nki_jit``                  the deprecated shim (``nki.jit(mode="torchxla")``
                                            with NKI's ``DeprecationWarning``)
@@ -147,8 +149,9 @@ def install() -> None:
                  "torch_xla.core.xla_model.", xla_device=xla_device, mark_step=mark_step,
                  wait_device_ops=wait_device_ops)
     core = _module("torch_xla.core", "nki_workbench CPU stand-in.", xla_model=xm)
+    # why: torch_xla 2.x spells the device and step as torch_xla.device() / torch_xla.sync()
     root = _module("torch_xla", "nki_workbench CPU stand-in for torch_xla (see "
-                   "nki_workbench.compat_torch).", core=core)
+                   "nki_workbench.compat_torch).", core=core, device=xla_device, sync=mark_step)
     utils = _module("torch_neuronx.utils", "nki_workbench CPU stand-in: the platform-target "
                     "lookup.", get_platform_target=get_platform_target)
     neuronx = _module("torch_neuronx", "nki_workbench CPU stand-in for torch_neuronx: "

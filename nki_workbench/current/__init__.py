@@ -17,10 +17,10 @@ from __future__ import annotations
 from .._src.current_jit import DEFAULT_TARGET, Kernel, api_of, backend_config, jit, simulate
 from .._src.errors import NkiError
 from .._src.options import SimParams
-from . import isa, language  # noqa: F401  (sub-modules, as in NKI)
+from . import collectives, isa, language  # noqa: F401  (sub-modules, as in NKI)
 
 __all__ = ["jit", "simulate", "Kernel", "api_of", "backend_config", "language", "isa",
-           "typing", "NkiError", "SimParams", "DEFAULT_TARGET"]
+           "typing", "collectives", "NkiError", "SimParams", "DEFAULT_TARGET"]
 
 def __getattr__(name):
     if name == "typing":

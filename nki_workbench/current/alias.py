@@ -1,9 +1,9 @@
 """``import nki`` resolving to :mod:`nki_workbench.current` when the real package is absent.
 
 :func:`install` registers ``nki``, ``nki.language``, ``nki.isa``, ``nki.isa.constants`` and
-``nki.typing`` in ``sys.modules``; with a real ``nki`` installed it refuses (shadowing AWS's
-compiler would be wrong). ``nki_workbench.compat.install()`` calls it, so ``%load_ext
-nki_workbench`` and the CLI get it too.
+``nki.typing``, ``nki.collectives`` in ``sys.modules``; with a real ``nki`` installed it
+refuses (shadowing AWS's compiler would be wrong). ``nki_workbench.compat.install()`` calls
+it, so ``%load_ext nki_workbench`` and the CLI get it too.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __all__ = ["install", "uninstall", "installed"]
 _MODULES = {"nki": "nki_workbench.current", "nki.language": "nki_workbench.current.language",
             "nki.isa": "nki_workbench.current.isa",
             "nki.isa.constants": "nki_workbench.current.isa.constants",
+            "nki.collectives": "nki_workbench.current.collectives",
             "nki.typing": "nki_workbench.nki.typing"}
 _FLAG = "__nki_workbench_alias__"
 

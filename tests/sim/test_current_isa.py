@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from kernels_current import nisa, nki, nl
 
+from nki_workbench import NkiError
+
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((128, 64)).astype(np.float32)
 Y = RNG.standard_normal((128, 64)).astype(np.float32)
@@ -268,6 +270,35 @@ def test_python_uses_of_loop_variables_trace_unrolled():
     np.testing.assert_array_equal(out, np.concatenate([-X[0:64], X[64:128]]))
 
 
+def test_loop_bounds_computed_with_min_trace_unrolled():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(2):
+            start = i * 48
+            size = min(start + 48, a.shape[1]) - start  # 48, then 16: a length per iteration
+            t = nl.ndarray((128, 48), a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t[:, 0:size], src=a[:, start:start + size])
+            nisa.tensor_scalar(dst=t[:, 0:size], data=t[:, 0:size], op0=nl.add, operand0=1.0)
+            nisa.dma_copy(dst=out[:, start:start + size], src=t[:, 0:size])
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X + 1.0)
+    np.testing.assert_array_equal(nki.simulate(k_one_tile)(X), X * 2.0)
+
+
+def k_one_tile(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.sequential_range(1):
+        start = i * 2048
+        size = min(start + 2048, a.shape[1]) - start  # min() is decided; the length is not
+        t = nl.ndarray((128, 2048), a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:size], src=a[:, start:start + size])
+        nisa.tensor_scalar(dst=t[:, 0:size], data=t[:, 0:size], op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[:, start:start + size], src=t[:, 0:size])
+    return out
+
+
 def test_torch_inputs_give_torch_outputs():
     torch = pytest.importorskip("torch")
     out = nki.simulate(k_tensor_tensor)(torch.from_numpy(X), torch.from_numpy(Y))
@@ -277,3 +308,236 @@ def test_torch_inputs_give_torch_outputs():
     out = nki.simulate(k_copy_cast)(bx)
     assert out.dtype == torch.float32  # the kernel's output tile is float32
     np.testing.assert_array_equal(out.float().numpy(), bx.float().numpy())
+
+
+def test_dataclass_config_arguments_and_shared_hbm_in_helpers():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:  # unhashable (eq without frozen), as nki-library's kernel configs
+        scale: float
+        cols: int
+
+    def make_out(shape, dtype):  # a helper allocating the output (allowed since NKI 0.2)
+        return nl.ndarray(shape, dtype, buffer=nl.shared_hbm)
+
+    @nki.jit
+    def k(a, cfg):
+        out = make_out((128, cfg.cols), a.dtype)
+        t = _load(a[:, 0:cfg.cols])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=cfg.scale)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X, Cfg(3.0, 32)), X[:, :32] * 3.0)
+    np.testing.assert_array_equal(nki.simulate(k)(X, Cfg(2.0, 16)), X[:, :16] * 2.0)
+
+
+def test_tensor_buffer_compares_with_the_buffer_markers():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        assert t.buffer == nl.sbuf and t.buffer != nl.psum and out.buffer == nl.shared_hbm
+        assert a.buffer != nl.sbuf
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X)
+
+
+def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        n = nisa.register_alloc(2)
+        step = nisa.register_alloc()
+        nisa.register_move(step, 1)
+
+        def body(i):
+            t = _load(a[i * 64:(i + 1) * 64, :])
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+            nisa.dma_copy(dst=out[i * 64:(i + 1) * 64, :], src=t)
+
+        nl.fori_loop(0, n, body, step=int(step))
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X + 1.0)
+
+    @nki.jit
+    def k_dyn(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        r = nisa.register_alloc()
+        nisa.register_load(r, a[0:1, 0:1])
+        for _ in nl.dynamic_range(r):
+            nisa.dma_copy(dst=out, src=a)
+        return out
+
+    with pytest.raises(NkiError, match="register_load: a register loaded from a tensor"):
+        nki.simulate(k_dyn)(X)
+
+
+def test_broadcast_access_pattern_repeats_an_element_along_the_free_dim():
+    @nki.jit
+    def k(a, v):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        col = _load(v)
+        t = _tile(a.shape)
+        nisa.tensor_tensor(dst=t, data1=_load(a), data2=col.ap([[1, 128], [0, a.shape[1]]]),
+                           op=nl.subtract)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_allclose(nki.simulate(k)(X, V), X - V, rtol=1e-6)
+
+
+def test_nkiobject_subclasses_are_dataclasses_with_optional_fields():
+    import dataclasses
+
+    class Dims(nl.NKIObject):
+        rows: int
+        cols: int
+        scale: float = 1.0
+
+    @dataclasses.dataclass
+    class More(nl.NKIObject):
+        a: int
+        b: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Hw(nl.NKIObject):
+        alus: int = 8
+
+    d = Dims(rows=128, cols=16)
+    assert (d.rows, d.cols, d.scale) == (128, 16, 1.0) and Dims(1).cols is None
+    assert More(a=1).b is None and Hw().alus == 8 and hash(Hw()) == hash(Hw())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Hw().alus = 4
+
+    @nki.jit
+    def k(a, dims):
+        out = nl.ndarray((dims.rows, dims.cols), a.dtype, buffer=nl.shared_hbm)
+        t = _load(a[:, 0:dims.cols])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=dims.scale)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X, Dims(128, 8, 4.0)), X[:, :8] * 4.0)
+
+
+def test_a_tile_in_a_python_condition_tests_presence():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        bias = t if a.shape[1] == 64 else None
+        if bias and t:  # presence, as in Python: a tile object is truthy
+            nisa.tensor_tensor(dst=t, data1=t, data2=bias, op=nl.add)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X + X)
+
+
+def test_shared_identity_matrix_is_an_sbuf_tile_for_the_tensor_engine():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((64, 128), a.dtype, buffer=nl.shared_hbm)
+        ident = nl.shared_identity_matrix(128, dtype=nl.float32)
+        assert ident.buffer == nl.sbuf
+        ps = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=_load(a), moving=ident, is_transpose=True)
+        t = _tile((64, 128))
+        nisa.tensor_copy(dst=t, src=ps)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X.T)
+
+
+def test_ap_of_a_sliced_view_with_its_own_dtype():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 16), a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        v = t[:, 8:40]
+        t2 = _tile((128, 16))
+        nisa.tensor_copy(dst=t2, src=v.ap([[64, 128], [2, 16]], dtype=a.dtype))
+        nisa.dma_copy(dst=out, src=t2)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X[:, 8:40:2])
+
+
+def test_nc_n_gather_picks_per_partition_positions():
+    idx = RNG.integers(0, 64, size=(128, 24)).astype(np.uint32)
+
+    @nki.jit
+    def k(a, i):
+        out = nl.ndarray(i.shape, a.dtype, buffer=nl.shared_hbm)
+        d = _tile(i.shape)
+        nisa.nc_n_gather(dst=d, data=_load(a), indices=_load(i))
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X, idx), np.take_along_axis(X, idx, axis=1))
+
+
+def test_nonzero_with_count_lists_positions_padding_and_count():
+    src = (RNG.random((128, 32)) < 0.3).astype(np.float32) * 5.0
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 33), nl.int32, buffer=nl.shared_hbm)
+        d = _tile((128, 33), nl.int32)
+        nisa.nonzero_with_count(dst=d, src=_load(a), index_offset=100, padding_val=-1)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+
+    ref = np.full((128, 33), -1, np.int32)
+    for r in range(128):
+        pos = np.flatnonzero(src[r])
+        ref[r, :pos.size] = pos + 100
+        ref[r, 32] = pos.size
+    np.testing.assert_array_equal(nki.simulate(k)(src), ref)
+
+
+def test_tensor_dtype_is_the_nl_name_and_equals_numpy():
+    table = {nl.float32: 1.0, nl.bfloat16: 2.0}
+
+    @nki.jit
+    def k(a):
+        assert a.dtype == nl.float32 and a.dtype == np.float32 and a.dtype != nl.bfloat16
+        assert a.dtype.itemsize == 4
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = _load(a)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=table[a.dtype] + 2.0)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), X * 3.0)
+
+
+def test_nl_broadcast_to_takes_the_shape_by_position():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 64), a.dtype, buffer=nl.shared_hbm)
+        row = _load(a[0:1, :])
+        b = nl.broadcast_to(row, (128, 64))
+        nisa.dma_copy(dst=out, src=b)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(k)(X), np.broadcast_to(X[0:1], (128, 64)))
+
+
+def test_tensor_copy_accepts_the_dtype_keyword_of_early_kernels():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, nl.bfloat16, buffer=nl.shared_hbm)
+        t = _tile(a.shape, nl.bfloat16)
+        nisa.tensor_copy(dst=t, src=_load(a), dtype=nl.bfloat16)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    got = nki.simulate(k)(X)
+    np.testing.assert_allclose(got.astype(np.float32), X, rtol=1e-2, atol=1e-2)

@@ -85,3 +85,10 @@ def test_uninstall_removes_only_the_standins():
     assert not any(n in sys.modules for n in compat_torch.STANDINS)
     compat.install()
     assert sys.modules["torch_xla.core.xla_model"].xla_device is compat_torch.xla_device
+
+
+def test_torch_xla_2_device_and_sync_spellings():
+    import torch_xla
+    x = torch.ones(3).to(device=torch_xla.device())
+    torch_xla.sync()
+    assert torch_xla.device() == compat_torch.xla_device() and x.device.type == "cpu"

@@ -70,3 +70,8 @@ def test_removed_entry_points_say_so():
     for name in ("baremetal", "benchmark", "profile", "simulate_kernel"):
         with pytest.raises(AttributeError, match="not available since NKI 0.2"):
             getattr(nki, name)
+
+
+def test_nl_bool_is_the_bool_dtype_name():
+    import nki_workbench.current.language as cnl
+    assert cnl.bool == cnl.bool_ == "bool"

@@ -8,11 +8,13 @@
 * :mod:`.sim` — the simulator's ``SPECIAL`` factories and :class:`RankParams`.
 * :mod:`.ranks` — :func:`simulate_ranks` and per-rank timelines (:func:`rank_timelines`).
 * :mod:`.timing` — the communication cost model and the lock-step of rank timelines.
+* :mod:`.lnc` / :mod:`.lnc_sim` — ``nisa.sendrecv`` and ``nisa.core_barrier`` between the
+  cores of one ``kernel[2]`` launch.
 """
 
 from __future__ import annotations
 
-from . import kinds, sim  # noqa: F401  (registers opcodes and simulator factories)
+from . import kinds, lnc, lnc_sim, sim  # noqa: F401  (registers opcodes and simulator factories)
 from .ranks import rank_timelines, simulate_ranks
 from .sim import RankParams
 from .timing import CC_ASSUMPTIONS

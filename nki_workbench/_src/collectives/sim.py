@@ -28,6 +28,7 @@ from ..semantics import NUMPY
 from ..sim.access import CompiledAccess
 from ..sim.specials import SPECIAL
 from .kinds import OPCODE_KIND
+from .lnc_sim import skipped
 from .world import Arrival, World
 
 __all__ = ["RankParams", "rank_of"]
@@ -82,6 +83,8 @@ def _factory(program, inst):
         raise NkiError("wb_collective_op", f"{inst.op} needs an 'op' attribute", loc)
 
     def run(st):
+        if skipped(inst, st):
+            return  # why: a body traced for another LNC core; this core does not take part
         sel = None
         if mask is not None:
             sel = np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool)

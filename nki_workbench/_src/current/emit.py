@@ -96,5 +96,7 @@ def zero_fill(dst: NkiTensor, block: list, loc) -> None:
     """
     ctx = C.require("nisa.nc_matmul")
     acc: Access = dst.access()
-    block.append(Inst("memset", (acc,), (Scalar(0),), (("dtype", dst.decl.dtype),), None, loc))
+    # why: a body traced for one LNC core only (see kernel.CurrentFunction) guards its writes
+    guard = ctx.attrs.get("program_guard")
+    block.append(Inst("memset", (acc,), (Scalar(0),), (("dtype", dst.decl.dtype),), guard, loc))
     ctx.note_write(dst.name, loc)

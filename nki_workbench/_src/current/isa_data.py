@@ -24,7 +24,8 @@ from .emit import into, require_dst
 
 __all__ = ["dma_copy", "dma_transpose", "dma_compute", "tensor_copy", "tensor_copy_predicated",
            "memset", "iota", "affine_select", "range_select", "select_reduce", "dropout",
-           "nc_stream_shuffle", "local_gather", "sequence_bounds", "FP32_MIN"]
+           "nc_stream_shuffle", "local_gather", "sequence_bounds", "sendrecv", "core_barrier",
+           "FP32_MIN"]
 
 FP32_MIN = float(np.finfo(np.float32).min)
 _CMP = {"equal": "eq", "not_equal": "ne", "greater": "gt", "greater_equal": "ge",
@@ -89,11 +90,12 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True,
         L.dma_copy(dst=dst, src=s, dst_rmw_op=np.add)
 
 
-def tensor_copy(dst, src, engine=N.engine.unknown, name=None):
+def tensor_copy(dst, src, engine=N.engine.unknown, name=None, dtype=None):
     """Copy ``src`` into ``dst`` (Vector/Scalar/GpSimd; the way out of PSUM), casting.
 
     A view with a run-time offset (``.ap(scalar_offset=...)``) on either side is the legacy
-    dynamic copy.
+    dynamic copy. ``dtype=`` (passed by NKI 0.2.0-era kernels) is accepted; the result has
+    ``dst``'s dtype, as in NKI 0.2+.
     """
     api = "nisa.tensor_copy"
     require_dst(dst, api)
@@ -222,3 +224,19 @@ def sequence_bounds(dst, segment_ids, name=None):
     api = "nisa.sequence_bounds"
     require_dst(dst, api)
     into(dst, L.sequence_bounds(segment_ids=segment_ids, dtype=dst.dtype), api)
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, name=None):
+    """Send ``src`` to core ``send_to_rank``; ``dst`` receives ``src`` of ``recv_from_rank``.
+
+    Between the cores of one ``kernel[2]`` launch (ranks 0 and 1); both cores call it.
+    """
+    from ..collectives.lnc import emit_sendrecv
+    emit_sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)
+
+
+def core_barrier(data, cores, engine=None, name=None):
+    """Every core in ``cores`` (``(0, 1)``) waits until all have reached the barrier."""
+    from ..collectives.lnc import emit_core_barrier
+    emit_core_barrier(data, cores)
+

@@ -7,7 +7,10 @@ subscript rules of NKI 0.2+ apply) and runs the body with ``nl.affine_range`` /
 the same IR for the same kernel. Since NKI 0.2 those iterators are plain Python ``range``s,
 and kernels may use the loop variable in Python (``if k == 0``, ``min(n, k * 128)``); when the
 symbolic body trips over such a use, the trace starts over with every loop unrolled (what AWS's
-tracer does). The retry restores the context to its state at entry.
+tracer does). The retry restores the context to its state at entry. When that fails too in
+an LNC launch (``kernel[2]``; the kernel uses ``nl.program_id`` as a Python int), the body is
+traced once per core with a Python-int program id, each instruction guarded by ``pid0 == c``
+(what AWS's tracer does: it specialises the kernel for every core).
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ from __future__ import annotations
 import functools
 
 from ..errors import NkiError
+from ..ir import expr as E
 from ..trace import context as C
 
-__all__ = ["CurrentFunction", "unrolling", "is_current", "current_trace"]
+__all__ = ["CurrentFunction", "unrolling", "is_current", "current_trace", "program_guarded"]
 
-# NkiError codes of a symbolic loop variable used as a Python value
-_PYTHON_USE = {"err_ambiguous_tensor_truth_value", "err_dynamic_control_flow_not_supported"}
+# why: a symbolic loop variable used as a Python value fails in many ways (a truth value, a
+# slice whose length depends on it, an int() of it); NKI 0.2+ loops are Python ranges, so any
+# trace error inside a symbolic loop is retried unrolled, where a real error raises again
+_RETRY = (NkiError, TypeError, ValueError, IndexError)
 
 
 def current_trace() -> bool:
@@ -57,12 +63,6 @@ def _restore(ctx, snap: dict) -> None:
             setattr(ctx, k, v)
 
 
-def _symbolic_use(exc: BaseException) -> bool:
-    if isinstance(exc, NkiError):
-        return exc.code in _PYTHON_USE
-    return isinstance(exc, TypeError)
-
-
 class CurrentFunction:
     """A kernel function written for ``import nki`` (callable like the function itself).
 
@@ -81,19 +81,65 @@ class CurrentFunction:
             return self.fn(*args, **kwargs)  # why: a sub-kernel call inside a current trace
         ctx.attrs["api"] = "nki"
         snap = _snapshot(ctx)
+        programs = _programs(ctx)
         try:
             return self.fn(*args, **kwargs)
-        except (NkiError, TypeError) as exc:
-            if not _symbolic_use(exc) or not _has_loops(ctx, snap):
+        except _RETRY:
+            if not _has_loops(ctx, snap) and programs == 1:
                 raise
-        C.pop(ctx)
-        _restore(ctx, snap)
-        ctx.attrs["unroll"] = True
-        C.push(ctx)
-        return self.fn(*args, **kwargs)
+            loops = _has_loops(ctx, snap)
+        if loops:
+            _retry(ctx, snap)
+            try:
+                return self.fn(*args, **kwargs)
+            except _RETRY:
+                if programs == 1:
+                    raise
+        return self._per_program(ctx, snap, programs, args, kwargs)
+
+    def _per_program(self, ctx, snap, programs, args, kwargs):
+        """Trace the body once per LNC core with a Python-int program id (NKI 0.2+ does).
+
+        Each body's instructions carry the guard ``pid0 == c``; shared-HBM tensors are one
+        set for all cores (the k-th allocation of every body is the same tensor).
+        """
+        _retry(ctx, snap)
+        result = None
+        try:
+            for c in range(programs):
+                ctx.attrs["program_id"] = c
+                ctx.attrs["program_guard"] = E.compare("eq", E.as_expr(E.Var("pid0")),
+                                                       E.const(c))
+                ctx.attrs["shared_next"] = 0
+                out = self.fn(*args, **kwargs)
+                result = out if c == 0 else result
+        finally:
+            for k in ("program_id", "program_guard", "shared_next"):
+                ctx.attrs.pop(k, None)
+        return result
 
     def __repr__(self):
         return f"<nki kernel function {getattr(self.fn, '__qualname__', self.fn)}>"
+
+
+def _programs(ctx) -> int:
+    n = 1
+    for g in ctx.grid:
+        n *= int(g)
+    return n if len(ctx.grid) == 1 else 1
+
+
+def _retry(ctx, snap) -> None:
+    C.pop(ctx)
+    _restore(ctx, snap)
+    ctx.attrs["unroll"] = True
+    C.push(ctx)
+
+
+def program_guarded() -> int | None:
+    """The core whose body is being traced (per-program tracing), else ``None``."""
+    ctx = C.current()
+    return None if ctx is None else ctx.attrs.get("program_id")
 
 
 def _has_loops(ctx, snap) -> bool:

@@ -12,15 +12,18 @@ the loop variable as a Python value), ``program_id(axis=0)``, ``num_programs(axe
 from __future__ import annotations
 
 from .. import lang as _L
+from ..errors import NkiError, user_location
 from ..hw import DEFAULT_TARGET, get_target
 from ..trace import context as C
 from ..trace import iterators as _it
 from ..trace.buffers import Buffer
-from .kernel import unrolling
+from ..trace.tensor import NkiTensor
+from .kernel import program_guarded, unrolling
 
 __all__ = ["affine_range", "sequential_range", "static_range", "program_id", "num_programs",
            "program_ndim", "tile_size", "no_reorder", "NKIObject", "is_hbm", "is_on_chip",
-           "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion"]
+           "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion",
+           "shared_identity_matrix", "broadcast_to"]
 
 DTYPES = ("bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32",
           "bfloat16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
@@ -77,11 +80,52 @@ def ndarray(shape, dtype, buffer=_L.sbuf, name="", address=None, **kwargs):
         The new tensor.
     """
     ctx = C.require("nl.ndarray")
+    shared = _buffer_name(buffer) == "shared_hbm" and "shared_next" in ctx.attrs
+    if shared:
+        t = _shared_of_earlier_core(ctx, shape, dtype)
+        if t is not None:
+            return t
     code, ctx.kernel_code = ctx.kernel_code, None  # why: NKI 0.2+ inlines helper functions
     try:
-        return _L.ndarray(shape, dtype, buffer=buffer, name=name)
+        t = _L.ndarray(shape, dtype, buffer=buffer, name=name)
     finally:
         ctx.kernel_code = code
+    if shared:
+        ctx.attrs.setdefault("shared_tensors", []).append(t.name)
+        ctx.attrs["shared_next"] += 1
+    return t
+
+
+def _shared_of_earlier_core(ctx, shape, dtype):
+    """In per-core tracing, core c's k-th shared-HBM tensor is core 0's k-th (one memory)."""
+    k, names = ctx.attrs["shared_next"], ctx.attrs.get("shared_tensors", [])
+    if k >= len(names):
+        return None
+    decl = ctx.decls[names[k]]
+    if tuple(decl.shape) != tuple(int(d) for d in shape):
+        raise NkiError(None, f"nl.ndarray(shared_hbm): core {ctx.attrs['program_id']} "
+                       f"allocates {list(shape)} where core 0 allocated {list(decl.shape)}",
+                       user_location(), "every core allocates the same shared_hbm tensors")
+    ctx.attrs["shared_next"] = k + 1
+    return NkiTensor(ctx, names[k])
+
+
+def shared_identity_matrix(n, dtype="uint8", **kwargs):
+    """An ``n x n`` identity matrix in SBUF (nki-library feeds it to ``nc_matmul`` directly).
+
+    The constant lives in HBM; one ``dma_copy`` brings it on chip.
+    """
+    from .isa_data import dma_copy
+    const = _L.shared_identity_matrix(n, dtype=dtype)
+    t = ndarray((int(n), int(n)), dtype, buffer=_L.sbuf)
+    dma_copy(dst=t, src=const)
+    return t
+
+
+def broadcast_to(x, shape, dtype=None):
+    """``x`` broadcast to ``shape`` (size-1 dims expand); NKI 0.3+ takes ``shape`` by position."""
+    kw = {} if dtype is None else {"dtype": dtype}
+    return _L.broadcast_to(x, shape=tuple(shape), **kw)
 
 
 def zeros(shape, dtype, buffer=_L.sbuf, name="", **kwargs):
@@ -116,8 +160,13 @@ def _args(start, stop, step):
 
 
 def program_id(axis=0):
-    """This program's index along launch-grid ``axis`` (the LNC core id for ``kernel[2]``)."""
-    return _L.program_id(axis)
+    """This program's index along launch-grid ``axis`` (the LNC core id for ``kernel[2]``).
+
+    Symbolic while the trace serves every core; a Python int when the kernel needed one and
+    is traced per core.
+    """
+    c = program_guarded()
+    return c if c is not None and int(axis) == 0 else _L.program_id(axis)
 
 
 def num_programs(axes=0):
@@ -183,6 +232,40 @@ class no_reorder:  # noqa: N801 - NKI's spelling
 
 
 class NKIObject:
-    """Base class of user classes passed to NKI 0.2+ kernels (plain Python here)."""
+    """Base class of user classes passed to NKI 0.2+ kernels.
+
+    Annotated fields without a default get ``None``, and a subclass without its own
+    ``__init__`` takes its fields by position or keyword (``Cfg(rows=128)``), so fields may
+    be left out; a ``@dataclass`` on the subclass works as usual (nki-library uses both).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("__annotations__", {}):
+            if name not in cls.__dict__:
+                setattr(cls, name, None)
+
+    def __init__(self, *args, **kwargs):
+        fields = _fields_of(type(self))
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__}() takes {len(fields)} positional "
+                            f"arguments but {len(args)} were given")
+        for name, value in zip(fields, args, strict=False):
+            setattr(self, name, value)
+        for name, value in kwargs.items():
+            if name not in fields:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                                f"{name!r}")
+            setattr(self, name, value)
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
 
 
+def _fields_of(cls) -> list:
+    names: list = []
+    for klass in reversed(cls.__mro__):
+        for name in klass.__dict__.get("__annotations__", {}):
+            if name not in names:
+                names.append(name)
+    return names

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as D
 from ..errors import NkiError, user_location
 from ..ir import expr as E
 from ..trace.tensor import NkiTensor
@@ -24,6 +25,7 @@ __all__ = ["install", "ap", "storage_strides"]
 
 _ONCHIP = ("sbuf", "psum")
 _LEGACY_GETITEM = NkiTensor.__getitem__
+_LEGACY_DTYPE = NkiTensor.dtype
 
 
 def storage_strides(shape) -> tuple:
@@ -70,7 +72,8 @@ def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indir
     Returns:
         The view.
     """
-    t = self.view(dtype) if dtype is not None else self
+    same = dtype is None or D.name_of(D.canonical(dtype)) == self.decl.dtype
+    t = self if same else self.view(dtype)
     decl = t.decl
     shape = tuple(decl.shape)
     try:
@@ -125,7 +128,10 @@ def _decompose(pairs, shape, strides, starts, nd):
         if num == 1:
             continue
         if step == 0:
-            return None  # why: a broadcast pattern reads one element many times
+            # why: a broadcast pattern reads one element many times; iota // num is 0 on this
+            # axis yet keeps the axis in the access grid
+            index[0] = E.add(index[0], E.floordiv(io, num))
+            continue
         for d, st in enumerate(strides):
             if step % st == 0 and (d == 0 or (step // st) * (num - 1) < shape[d]):
                 break
@@ -208,7 +214,42 @@ def _permute(self, dims):
     return ap(self, [pat[d] for d in dims])
 
 
+class DtypeName(str):
+    """A dtype as NKI 0.2+ spells it (``"float8_e4m3"``), equal to its numpy dtype too.
+
+    Kernels look dtypes up in dicts keyed by ``nl.<dtype>`` names and compare them with
+    ``==``; both work, and numpy comparisons (``t.dtype == np.float32``) still hold.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return str.__eq__(self, other)
+        try:
+            return D.name_of(D.canonical(other)) == str(self)
+        except (TypeError, ValueError, KeyError):
+            return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = str.__hash__
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return D.itemsize(str(self))
+
+
+def _dtype(self):
+    legacy = _LEGACY_DTYPE.fget(self)
+    return DtypeName(D.name_of(legacy)) if current_trace() else legacy
+
+
 def _install_properties(cls):
+    cls.dtype = property(_dtype, doc="Element dtype (a dtype name in a current-API trace).")
     cls.size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)),
                         doc="Number of elements of the view.")
     cls.strides = property(lambda self: tuple(p[0] for p in _get_pattern(self)),

@@ -532,7 +532,8 @@ _reg("tensor_tensor_scan", "vector", _maxii("N", 2, src="hw §3 tensor_tensor_sc
 # (?) priced as tensor_tensor_scan: one pass, a dependent ALU step per element
 _reg("tensor_scalar_cumulative", "vector",
      _maxii("N", 2, src="as tensor_tensor_scan (hw §3 [ISA-old]) (?)"))
-_reg("tensor_partition_reduce sequence_bounds builtin_custom_op", "gpsimd", _GP)
+_reg("tensor_partition_reduce sequence_bounds builtin_custom_op nc_n_gather "
+     "nonzero_with_count", "gpsimd", _GP)
 # --- nki.language operations (nl opcode names; engines from ir.opcodes)
 _reg("copy broadcast_to", "vector", _maxii("N", family="copy", side="outs",
                                            src="hw §3 tensor_copy [ISA-old]"))

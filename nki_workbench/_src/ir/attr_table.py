@@ -62,7 +62,8 @@ _EXTRA: dict[str, tuple] = {
     "iota": _ISA, "affine_select": _ISA,
     "range_select": _ISA + ("comp_op0", "comp_op1", "reduce_op", "reduce_cmd", "dtypes"),
     "select_reduce": _ISA + ("reduce_op", "reduce_cmd", "reverse_pred", "dtypes"),
-    "sequence_bounds": _ISA, "bn_stats": _ISA, "bn_aggr": _ISA,
+    "sequence_bounds": _ISA, "bn_stats": _ISA, "bn_aggr": _ISA, "nc_n_gather": _ISA,
+    "nonzero_with_count": _ISA + ("index_offset", "padding_val"),
     "local_gather": _ISA + ("num_elem_per_idx", "num_valid_indices"),
     "dma_copy": _ISA + ("oob_mode", "dge_mode", "dst_rmw_op"), "dma_transpose": _ISA + ("axes",),
     "max8": _ISA, "nc_find_index8": _ISA, "nc_match_replace8": _ISA + ("dtypes",),
@@ -72,6 +73,8 @@ _EXTRA: dict[str, tuple] = {
     # collectives: <kind>_cc (launch topology) and <kind>_cc_raw (explicit replica_groups)
     **{f"{k}_cc": v for k, v in _CC_EXTRA.items()},
     **{f"{k}_cc_raw": v + ("replica_groups",) for k, v in _CC_EXTRA.items()},
+    # LNC instructions between the cores of one launch (collectives/lnc.py)
+    "lnc_sendrecv": ("pipe_id",), "lnc_core_barrier": ("cores",),
 }
 
 ATTRIBUTES: dict[str, frozenset] = {op: frozenset(COMMON + x) for op, x in _EXTRA.items()}
@@ -96,7 +99,8 @@ ATTR_TYPES: dict[str, tuple] = {
     "ulib_to_isa_version": _STR, "ulib_to_ucode_version": _STR, "program_axes": _TUPLE,
     "prefix": _STR, "dim": _INT, "split_dim": _INT, "concat_dim": _INT, "root": _INT,
     "pairs": (tuple, type(None)), "shift": _INT, "channel_id": _INT, "num_channels": _INT,
-    "peer_id": _INT, "replica_groups": _TUPLE,
+    "peer_id": _INT, "replica_groups": _TUPLE, "pipe_id": _INT, "cores": _TUPLE,
+    "index_offset": _INT, "padding_val": _INT,
 }
 """Attribute name -> the Python types its value may have (bool is never an int here)."""
 

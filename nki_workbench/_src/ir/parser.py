@@ -285,7 +285,11 @@ def _inst(t: _Tokens) -> Inst:
     outs = []
     # an instruction with outputs reads "outs = op(...)"; find whether a top-level '=' exists
     depth, has_eq = 0, False
+    prev = None
     for kind, val in t.toks:
+        if kind == "op" and val == "(" and depth == 0 and prev == "name":
+            break  # why: the op's call comes first; a later '=' is an attribute or mask=
+        prev = kind
         if kind == "op" and val in "([":
             depth += 1
         elif kind == "op" and val in ")]":

@@ -84,7 +84,6 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-
 _RETURNS = ("none", "single", "tuple", "list")
 MAX_RANK = 8
 """Most dimensions a tensor or an index grid may have (NKI tiles have at most a few)."""

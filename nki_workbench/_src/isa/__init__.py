@@ -96,6 +96,9 @@ OPCODES = {
     "nc_match_replace8": ("vector", "isa", "replace 8 values per partition"),
     "nc_stream_shuffle": ("vector", "isa", "partition shuffle within 32-partition quadrants"),
     "builtin_custom_op": ("gpsimd", "isa", "pre-built GpSimd library call"),
+    # today's nki.isa only (NKI 0.2+; front end in current/isa_gpsimd.py)
+    "nc_n_gather": ("gpsimd", "isa", "per-partition gather over the flattened free dims"),
+    "nonzero_with_count": ("gpsimd", "isa", "indices of non-zero elements, padding, count"),
 }
 for _name, (_eng, _fam, _doc) in OPCODES.items():
     _register(_name, _eng, _fam, _doc)

@@ -64,7 +64,10 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
         frame = user_frame()
         helper = ctx.kernel_code is not None and frame is not None and \
             frame.f_code is not ctx.kernel_code
-        if ctx.scope or helper or in_branch(frame):
+        # why: NKI 0.2+ kernels are Python (helpers and branches allowed); only a loop kept
+        # in the IR is refused there, and a current-API trace then retries unrolled
+        legacy = ctx.attrs.get("api") != "nki"
+        if ctx.scope or (legacy and (helper or in_branch(frame))):
             raise NkiError("err_shared_hbm_must_in_kernel_level",
                            "shared_hbm tensor created inside a loop, branch or helper function",
                            user_location(), "create shared_hbm outputs at the top level of the "

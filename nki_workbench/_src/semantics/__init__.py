@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import isa_alu as _isa_alu  # noqa: F401
 from . import isa_copy as _isa_copy  # noqa: F401
 from . import isa_engine as _isa_engine  # noqa: F401
+from . import isa_gather as _isa_gather  # noqa: F401
 from . import isa_stats as _isa_stats  # noqa: F401
 from . import nl as _nl  # noqa: F401
 from .numerics import (

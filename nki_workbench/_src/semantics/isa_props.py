@@ -20,6 +20,8 @@ INTERPRETER_ONLY = {
     "local_gather": "an index outside the partition raises (data-dependent)",
     "dma_copy": "indirect run-time indices, oob_mode and dst_rmw_op scatter (moves memory only)",
     "builtin_custom_op": "runs a registered Python reference on host arrays",
+    "nc_n_gather": "an index outside the partition raises (data-dependent)",
+    "nonzero_with_count": "a data-dependent compaction of each partition",
 }
 """nki.isa opcodes only the interpreter runs, with the reason (the compiled backend hands a
 kernel using one to the interpreter)."""

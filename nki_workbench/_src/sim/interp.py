@@ -276,6 +276,10 @@ class Program:
                 sel = np.asarray(E.evaluate(mask, env, st.dyn), dtype=bool)
                 if sel.all():
                     sel = None
+                elif not sel.any():  # why: masked off (e.g. another LNC core's body)
+                    if st.observer is not None:
+                        st.observer(inst, st)
+                    return
             vals, taints = reader._operands(st, ins, sel, loc, in_affine, outer_sets)
             if st.observer is not None:
                 st.observer(inst, st)

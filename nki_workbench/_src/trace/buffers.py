@@ -28,10 +28,12 @@ class Buffer:
         return f"nl.{self.name}" if self.alloc is None else f"<{self.name} allocation {self.alloc}>"
 
     def __eq__(self, other):
+        if isinstance(other, str):  # why: ``t.buffer`` is the IR name (``t.buffer == nl.sbuf``)
+            return self.alloc is None and other == self.name
         return isinstance(other, Buffer) and (self.name, self.alloc) == (other.name, other.alloc)
 
     def __hash__(self):
-        return hash((self.name, self.alloc))
+        return hash(self.name) if self.alloc is None else hash((self.name, self.alloc))
 
 
 sbuf = Buffer("sbuf")

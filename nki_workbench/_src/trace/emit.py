@@ -266,6 +266,9 @@ def emit(op: str, outs, ins, *, attrs=None, mask=None, api: str | None = None):
     ctx = C.require(api)
     loc = user_location()
     m = _mask_on_grid(mask_expr(mask), list(outs) + list(ins))
+    guard = ctx.attrs.get("program_guard")
+    if guard is not None:  # why: a body traced for one program only (NKI 0.2+ LNC kernels)
+        m = guard if m is None else E.land(guard, m)
     out_ops = []
     for o in outs:
         o._check_live(api)

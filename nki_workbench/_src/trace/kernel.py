@@ -120,8 +120,10 @@ def constants_of(bound, hook=None) -> tuple:
     def walk(v, path):
         if is_tensor_like(v, hook):
             return
-        # why: containers of tensors are structure; a container of constants is one constant
-        if isinstance(v, dict) or (T.is_container(v) and _has_tensor(v, hook)):
+        # why: containers of tensors are structure; a container of constants is one constant,
+        # except a plain (unhashable) @dataclass config, whose fields are (NKI 0.4 caches on them)
+        if isinstance(v, dict) or (T.is_container(v) and (_has_tensor(v, hook)
+                                                          or _config_object(v))):
             for k, x in T.children(v):
                 walk(x, f"{path}_{k}")
             return
@@ -138,6 +140,16 @@ def constants_of(bound, hook=None) -> tuple:
     for name, v in bound.arguments.items():
         walk(v, name)
     return tuple(out)
+
+
+def _config_object(v) -> bool:
+    if isinstance(v, (dict, list, tuple)):
+        return False
+    try:
+        hash(v)
+    except TypeError:
+        return True
+    return False
 
 
 def _has_tensor(v, hook):

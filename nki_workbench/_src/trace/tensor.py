@@ -176,6 +176,8 @@ class NkiTensor:
             return True  # why: `x if imm else None` on a kernel argument tests presence in NKI
         from .source import condition_source
         kind, text = condition_source(user_frame())
+        if kind != "while" and self._ctx.attrs.get("api") == "nki":
+            return True  # why: NKI 0.2+ kernels are Python: `cfg.bias and ...` tests presence
         what = f"'{text}' (a tile)" if text else f"tensor '{self._name}'"
         if kind == "while":
             raise NkiError("err_while_loop_requires_unconditional_entry",
