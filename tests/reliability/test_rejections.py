@@ -43,13 +43,6 @@ def param_annotation(a: nt.tensor[128, 128], idx):  # PARAM-ANNOTATED
     return out
 
 
-def shared_hbm_in_if(a, idx, flag=True):
-    if flag:
-        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)  # IN-IF
-    nl.store(out, nl.load(a))
-    return out
-
-
 def while_on_tile(a, idx):
     out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
     t = nl.load(a)
@@ -80,7 +73,6 @@ CASES = [
     (free_dim_indirect, "err_indirect_indices_free_dim", "# FREE-DIM", None),
     (local_annotation, "err_annotation_shape_mismatch", "# ANNOTATED", "'x'"),
     (param_annotation, "err_annotation_shape_mismatch", "# PARAM-ANNOTATED", "'a'"),
-    (shared_hbm_in_if, "err_shared_hbm_must_in_kernel_level", "# IN-IF", None),
     (while_on_tile, "err_while_loop_requires_unconditional_entry", "# WHILE", "while t"),
     (if_on_tile, "err_ambiguous_tensor_truth_value", "# IF-TILE", "'s > 0'"),
 ]

@@ -195,3 +195,27 @@ def test_loop_reduce_into_a_column_of_a_tile():
         return out
     a = rand(3, 128, 4)
     np.testing.assert_allclose(nki.simulate_kernel(k, a), a.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_shared_hbm_output_declared_under_a_python_if(extra):
+    """A Python ``if`` on a kernel argument runs at trace time and emits no branch, so a
+    ``shared_hbm`` output may be declared under it (nki-samples' flash_attn_bwd declares its
+    optional sink-gradient output under ``if sinks is not None:``)."""
+    @nki.jit
+    def k(a, extra):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        if extra:
+            out2 = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+            nl.store(out2, value=nl.multiply(nl.load(a), 3.0))
+        nl.store(out, value=nl.multiply(nl.load(a), 2.0))
+        if extra:
+            return out, out2
+        return out
+    a = rand(128, 32)
+    res = nki.simulate_kernel(k, a, extra)
+    if extra:
+        np.testing.assert_allclose(res[0], 2 * a, rtol=1e-6)
+        np.testing.assert_allclose(res[1], 3 * a, rtol=1e-6)
+    else:
+        np.testing.assert_allclose(res, 2 * a, rtol=1e-6)

@@ -17,7 +17,6 @@ from ..hw import get_target
 from ..trace import context as C
 from ..trace import emit as M
 from ..trace.index import ParDim
-from ..trace.source import in_branch
 from .common import NkiTensor, buffer_of
 
 __all__ = ["ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "rand",
@@ -64,12 +63,14 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
         frame = user_frame()
         helper = ctx.kernel_code is not None and frame is not None and \
             frame.f_code is not ctx.kernel_code
-        # why: NKI 0.2+ kernels are Python (helpers and branches allowed); only a loop kept
-        # in the IR is refused there, and a current-API trace then retries unrolled
+        # why: a Python ``if`` runs at trace time and emits no branch (nki-samples'
+        # flash_attn_bwd declares its dsinks output under ``if sinks is not None:``); NKI 0.2+
+        # kernels are Python, so helpers are allowed there too; only a loop kept in the IR is
+        # refused, and a current-API trace then retries unrolled
         legacy = ctx.attrs.get("api") != "nki"
-        if ctx.scope or (legacy and (helper or in_branch(frame))):
+        if ctx.scope or (legacy and helper):
             raise NkiError("err_shared_hbm_must_in_kernel_level",
-                           "shared_hbm tensor created inside a loop, branch or helper function",
+                           "shared_hbm tensor created inside a loop or helper function",
                            user_location(), "create shared_hbm outputs at the top level of the "
                            "kernel function, before any loop")
     M.check_onchip_shape(dims, par, dt, buf.name, api)

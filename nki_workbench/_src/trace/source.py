@@ -14,7 +14,7 @@ import linecache
 
 from .. import pyast
 
-__all__ = ["statement_at", "in_branch", "condition_source", "annotated_locals"]
+__all__ = ["statement_at", "condition_source", "annotated_locals"]
 
 
 
@@ -48,17 +48,6 @@ def statement_at(frame):
     if not lines:
         return None, ()
     return _index(fname, "".join(lines))[0].get(frame.f_lineno, (None, ()))
-
-
-def in_branch(frame) -> bool:
-    """Whether the frame's line sits inside an ``if``/``while``/``try`` of its function."""
-    stmt, ancestors = statement_at(frame)
-    for node in reversed(ancestors):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-        if isinstance(node, (ast.If, ast.While, ast.Try)):
-            return True
-    return False
 
 
 def condition_source(frame):
