@@ -26,7 +26,6 @@ import inspect
 import json
 import os
 import sys
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -138,7 +137,8 @@ def resolve_platform_target(requested=None, *, warn: bool = True) -> tuple[str, 
     if found:
         return found, False
     if warn:
-        warnings.warn(FALLBACK_WARNING, UserWarning, stacklevel=user_stacklevel())
+        from .errors import warn_at_user
+        warn_at_user(FALLBACK_WARNING, UserWarning)
     return "trn1", True
 
 

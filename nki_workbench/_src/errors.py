@@ -18,7 +18,7 @@ __all__ = ["NkiError", "NkiIndexError", "NkiTypeError", "NkiSyntaxError", "SYNTA
            "SpmdRaceWarning", "BlockDimensionWarning",
            "CompiledFallbackWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
-           "user_location", "user_frame", "warn", "short_path"]
+           "user_location", "user_frame", "warn", "short_path", "warn_at_user"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # why: the bundled example kernels live in the package but are user code to the tracer
@@ -249,6 +249,41 @@ def user_frame():
     while frame is not None and is_internal(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+_LIB_DIRS = (os.path.dirname(os.__file__) + os.sep, os.sep + "site-packages" + os.sep,
+             os.sep + "dist-packages" + os.sep)
+
+
+def _is_library(fname: str) -> bool:
+    # why: IPython, ipykernel, panel, param, tornado and the stdlib are nobody's kernel code
+    return fname.startswith("<frozen") or any(d in fname for d in _LIB_DIRS)
+
+
+def warn_at_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """Emit a warning attributed to the user's kernel or cell line, wherever it is raised.
+
+    The warning's filename and line are those of the innermost frame that is neither the
+    workbench nor a library (IPython, panel, param, the stdlib), so a warning raised under a
+    panel callback or an IPython magic points at the cell or file that called the kernel.
+    Without such a frame it falls back to the first frame outside the workbench.
+    """
+    frame, first = sys._getframe(1), None
+    while frame is not None:
+        fname = frame.f_code.co_filename
+        if not is_internal(fname):
+            first = first or frame
+            if not _is_library(fname):
+                break
+        frame = frame.f_back
+    frame = frame or first
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    glb = frame.f_globals
+    registry = glb.setdefault("__warningregistry__", {}) if isinstance(glb, dict) else None
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=glb.get("__name__", "__main__"), registry=registry)
 
 
 SOURCE_NAMERS: list = []

@@ -26,7 +26,7 @@ __all__ = ["MIME_TYPE", "SCHEMA_VERSION", "MAX_EVENTS", "mimebundle", "summary_t
            "summary_lines", "inspection_html", "inspection_json", "config_html", "config_text",
            "ir_html", "timeline_of", "memory_of", "latency_line", "esc", "check_failed",
            "check_banner_html", "TAB_TITLES", "CHECK_FAILED_TITLE", "tab_titles",
-           "tab_bodies", "inspector_html"]
+           "tab_bodies", "inspector_html", "inspector_tabs", "TAB_IMAGES"]
 
 MIME_TYPE = "application/vnd.nki-workbench.inspection+json"
 SCHEMA_VERSION = 1
@@ -239,16 +239,16 @@ def _hlo_static(insp) -> str:
 
 def tab_bodies(insp, images: bool = True) -> dict:
     """``{title: html}`` of every Inspector tab, static (PNG images, text tables)."""
-    def img(png, alt):
+    def img(draw, alt):  # why: pictures are drawn only when they are embedded
         return (f"<img alt='{esc(alt)}' style='max-width:100%' "
-                f"src='{plots.png_data_uri(png)}'>") if images else ""
+                f"src='{plots.png_data_uri(draw())}'>") if images else ""
 
     def buffer(name):
         mem, err = _try(lambda: memory_of(insp))
         if mem is None:
             return f"<p>{esc(name)} not available: {esc(err)}</p>"
         buf = getattr(mem, name.lower())
-        return img(plots.occupancy_png(buf), f"{name} occupancy") + \
+        return img(lambda: plots.occupancy_png(buf), f"{name} occupancy") + \
             f"<pre style='margin:0'>{esc(buf.text())}</pre>"
 
     def timeline():
@@ -256,7 +256,7 @@ def tab_bodies(insp, images: bool = True) -> dict:
         if tl is None:
             return f"<p>timeline not available: {esc(err)}</p>"
         from .interactive import dma_note
-        pic = img(plots.gantt_png(tl), "timeline") if tl.events else ""
+        pic = img(lambda: plots.gantt_png(tl), "timeline") if tl.events else ""
         return (pic + f"<pre style='margin:0'>{esc(tl.report())}</pre>"
                 f"<p style='font-size:12px'>{esc(dma_note(tl))}</p>")
 
@@ -265,6 +265,28 @@ def tab_bodies(insp, images: bool = True) -> dict:
             "Config": config_html(insp.config), "IR": ir_html(insp.ir),
             "SBUF": buffer("SBUF"), "PSUM": buffer("PSUM"), "Timeline": timeline(),
             "HLO": _hlo_static(insp)}
+
+
+TAB_IMAGES = {"SBUF": "sbuf", "PSUM": "psum", "Timeline": "timeline"}
+"""Tab key -> name of its picture in the JSON ``images`` (drawn above the tab's HTML)."""
+
+
+def inspector_tabs(insp, names=None) -> list:
+    """The Inspector's tabs as data: what the JupyterLab renderer lays out (``docs/mime.md``).
+
+    Each tab is ``{"title", "key", "failed", "image", "html"}``: the title the widget shows
+    (the Summary is titled :data:`CHECK_FAILED_TITLE` after a failed check), the plain tab
+    key, whether it carries the failed-check marker, the name of its picture in the JSON
+    ``images`` (or ``None``) and its escaped static HTML without pictures (the widget's
+    banner, tables and IR colouring; pictures travel once, in ``images``).
+    """
+    bodies = tab_bodies(insp, images=False)
+    out = []
+    for title in tab_titles(insp, names):
+        key = "Summary" if title == CHECK_FAILED_TITLE else title
+        out.append({"title": title, "key": key, "failed": title == CHECK_FAILED_TITLE,
+                    "image": TAB_IMAGES.get(key), "html": bodies[key]})
+    return out
 
 
 def inspector_html(insp, names=None, images: bool = True) -> str:
@@ -365,6 +387,7 @@ def inspection_json(insp, images: bool = True) -> dict:
         "timeline": None if tl is None else _timeline_json(tl),
         "timeline_error": tl_err,
         "check": None if check is None else check.as_dict(),
+        "inspector": {"tabs": inspector_tabs(insp), "check_failed": check_failed(insp)},
     }
 
 

@@ -83,9 +83,9 @@ def _wait_http(url: str, proc, timeout: float = 90.0) -> None:
     raise TimeoutError(f"{url} did not come up in {timeout} s")
 
 
-def _notebook(path: str) -> None:
+def _notebook(path: str, sources=(SETUP, KERNEL)) -> None:
     cells = [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {},
-              "outputs": [], "source": src} for i, src in enumerate((SETUP, KERNEL))]
+              "outputs": [], "source": src} for i, src in enumerate(sources)]
     nb = {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
           "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
                                       "language": "python"}}}
@@ -93,8 +93,19 @@ def _notebook(path: str) -> None:
         json.dump(nb, f)
 
 
+BUILT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "extensions",
+                     "nki_workbench_labext", "nki_workbench_labext", "labextension")
+
+
 def _env(tmp: str) -> dict:
     env = dict(os.environ)
+    # why: the lab serves this checkout's committed labext build (first on the path wins),
+    # whatever copy `make install` last put in the venv
+    labext = os.path.join(tmp, "jp", "labextensions", "nki-workbench-labext")
+    shutil.copytree(BUILT, labext, dirs_exist_ok=True)
+    with open(os.path.join(labext, "install.json"), "w") as f:
+        json.dump({"packageManager": "python", "packageName": "nki_workbench_labext"}, f)
+    env["JUPYTER_PATH"] = os.path.join(tmp, "jp") + os.pathsep + env.get("JUPYTER_PATH", "")
     env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
     for var, sub in (("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"),
                      ("IPYTHONDIR", "ipy")):
@@ -262,6 +273,68 @@ def test_jupyterlab_inspector_renders_and_timeline_slider_redraws():
             after_png = img.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_after.png"))
             assert after_png != before_png
             page.screenshot(path=os.path.join(ARTIFACTS, "lab_timeline_zoomed.png"))
+            browser.close()
+    finally:
+        _stop(lab)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+FAILED = KERNEL.replace('--check "np.exp(a) + b"', '--check "np.exp(a) - b" --out bad')
+
+
+def _start_lab(tmp: str, nbdir: str):
+    port = _free_port()
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={nbdir}", "--allow-root",
+         "--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True",
+         f"--LabApp.workspaces_dir={os.path.join(tmp, 'ws')}"],
+        env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return lab, port
+
+
+def test_mime_renderer_shows_the_widgets_tabs_and_failed_check():
+    """The JupyterLab mime renderer draws the Inspector model: the widget's tabs, in order."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="nkiw-mime-")
+    nbdir = os.path.join(tmp, "nbs")
+    os.makedirs(nbdir)
+    _notebook(os.path.join(nbdir, "mime.ipynb"), (SETUP, FAILED, "bad"))
+    lab, port = _start_lab(tmp, nbdir)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/api/status?token={TOKEN}", lab)
+        with playwright.sync_playwright() as p:
+            browser = _launch(p)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/lab/tree/mime.ipynb?token={TOKEN}")
+            page.wait_for_selector(".jp-Notebook", timeout=90_000)
+            page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            wtabs = page.locator(".jp-OutputArea-output .widget-tab .lm-TabBar-tab")
+            mtabs = page.locator(".jp-NkiInspection .jp-NkiInspection-tab")
+            wtabs.filter(has_text="HLO").wait_for(timeout=120_000)
+            mtabs.filter(has_text="HLO").wait_for(timeout=120_000)
+            widget_titles = [t.strip() for t in wtabs.all_inner_texts()]
+            mime_titles = [t.strip() for t in mtabs.all_inner_texts()]
+            assert widget_titles == mime_titles == [
+                "Summary \u2717 check failed", "Config", "IR", "SBUF", "PSUM", "Timeline", "HLO"]
+            # the failed-check marker: the tab in the error colour, the banner first in Summary
+            assert mtabs.first.evaluate("e => getComputedStyle(e).color") == "rgb(176, 0, 32)"
+            banner = page.locator(".jp-NkiInspection .nkiw-check-failed")
+            assert "check failed" in banner.inner_text()
+            assert banner.evaluate("e => getComputedStyle(e).backgroundColor") == \
+                "rgb(253, 236, 234)"
+            page.screenshot(path=os.path.join(ARTIFACTS, "lab_mime_inspector.png"))
+            # the IR keeps the widget's colouring (sanitized inline styles) and cell lines
+            mtabs.filter(has_text="IR").click()
+            ir = page.locator(".jp-NkiInspection .nkiw-ir >> visible=true")
+            assert "<cell [2]>:" in ir.inner_text()
+            assert ir.locator("span[style*='color']").count() > 10
+            for title in ("SBUF", "Timeline"):  # pictures drawn from the JSON images
+                mtabs.filter(has_text=title).click()
+                img = page.locator(".jp-NkiInspection img.jp-NkiInspection-image >> visible=true")
+                img.wait_for(timeout=30_000)
+                assert img.evaluate("e => e.naturalWidth") > 100
             browser.close()
     finally:
         _stop(lab)

@@ -135,3 +135,23 @@ def test_a_kernel_in_an_ordinary_cell_is_named_by_its_count(ip):
     store = cols["op"].index("store")
     assert cols["loc"][store] == f"<cell [{count}]>:9"
     assert cols["src"][store] == "nl.store(out[i * 128:(i + 1) * 128, :], t)"
+
+
+def test_warnings_point_at_the_user_line_past_library_frames(monkeypatch):
+    # a warning raised under a library callback (panel, IPython: site-packages) names the
+    # user's line that called into it, not the library's
+    import inspect
+    import warnings as W
+
+    from nki_workbench._src.encode import FALLBACK_WARNING, PLATFORM_ENV, resolve_platform_target
+    monkeypatch.delenv(PLATFORM_ENV, raising=False)
+    monkeypatch.setattr("nki_workbench._src.encode._detected", lambda: None)
+    lib = {}
+    exec(compile("def callback(fn):\n    return fn()\n", "/x/site-packages/fakelib/cb.py",
+                 "exec"), lib)
+    with W.catch_warnings(record=True) as caught:
+        W.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        lib["callback"](resolve_platform_target)
+    hits = [w for w in caught if str(w.message) == FALLBACK_WARNING]
+    assert [(w.filename, w.lineno) for w in hits] == [(__file__, line)]

@@ -118,6 +118,16 @@ def test_json_mime_type(insp):
     assert mime.mimebundle(insp, include=["text/plain"]).keys() == {"text/plain"}
 
 
+def test_json_carries_the_inspector_model(insp, widget):
+    # the JupyterLab renderer lays out these tabs: the widget's titles, order and bodies
+    tabs = mime.inspection_json(insp)["inspector"]["tabs"]
+    assert [t["title"] for t in tabs] == list(widget.titles)
+    assert [t["image"] for t in tabs] == [None, None, None, "sbuf", "psum", "timeline", None]
+    by_key = {t["key"]: t["html"] for t in tabs}
+    assert by_key["IR"] == mime.ir_html(insp.ir)
+    assert "data:image/png" not in "".join(by_key.values())  # pictures travel once
+
+
 def test_pngs_are_deterministic(insp):
     tl = insp.timeline
     assert plots.gantt_png(tl) == plots.gantt_png(tl)

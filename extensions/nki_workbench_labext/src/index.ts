@@ -2,8 +2,12 @@
  * JupyterLab mime renderer for nki_workbench Inspections.
  *
  * Renders `application/vnd.nki-workbench.inspection+json` (schema: docs/mime.md): a header with the
- * kernel name, then tabs Summary | IR | Config | one per image.  All text goes in through
- * `textContent` (never HTML), images only as `data:image/png;base64,` of validated base64.
+ * kernel name, then the Inspector's tabs exactly as the Python Inspector model lists them in
+ * `inspector.tabs` (the widget's and the report's tabs: Summary | Config | IR | SBUF | PSUM |
+ * Timeline | HLO, the failed-check marker on the Summary tab, the banner and colours inside the
+ * tab HTML).  The renderer only lays them out: each tab's HTML goes through JupyterLab's
+ * sanitizer, its picture is drawn from the validated base64 PNG in `images`.  Older outputs
+ * without `inspector` get the previous layout (Summary | IR | Config | images, all as text).
  */
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
@@ -166,11 +170,69 @@ function sections(data: { [key: string]: JSONValue }): [string, HTMLElement][] {
   return out;
 }
 
+/** One tab of the Python Inspector model (`inspector.tabs`). */
+interface IInspectorTab {
+  title: string;
+  key: string;
+  failed: boolean;
+  image: string | null;
+  html: string;
+}
+
+function inspectorTabs(data: { [key: string]: JSONValue }): IInspectorTab[] | null {
+  const insp = data.inspector;
+  if (insp === null || typeof insp !== 'object' || Array.isArray(insp)) {
+    return null;
+  }
+  const tabs = insp.tabs;
+  if (!Array.isArray(tabs)) {
+    return null;
+  }
+  const out: IInspectorTab[] = [];
+  for (const t of tabs) {
+    if (t === null || typeof t !== 'object' || Array.isArray(t) || typeof t.title !== 'string') {
+      continue;
+    }
+    out.push({
+      title: t.title,
+      key: typeof t.key === 'string' ? t.key : t.title,
+      failed: t.failed === true,
+      image: typeof t.image === 'string' ? t.image : null,
+      html: typeof t.html === 'string' ? t.html : ''
+    });
+  }
+  return out;
+}
+
+/** The Inspector model's tabs, laid out: [title, content, failed]. */
+function modelSections(
+  data: { [key: string]: JSONValue },
+  tabs: IInspectorTab[],
+  sanitizer: IRenderMime.ISanitizer
+): [string, HTMLElement, boolean][] {
+  const images = data.images;
+  const pictures =
+    images !== null && typeof images === 'object' && !Array.isArray(images) ? images : {};
+  return tabs.map(tab => {
+    const content = el('div', `${CLASS}-body`);
+    content.dataset.tab = tab.key;
+    const b64 = tab.image === null ? undefined : pictures[tab.image];
+    if (tab.image !== null && typeof b64 === 'string' && b64.length > 0) {
+      content.appendChild(renderImage(tab.image, b64));
+    }
+    const body = el('div', `${CLASS}-html`);
+    body.innerHTML = sanitizer.sanitize(tab.html);
+    content.appendChild(body);
+    return [tab.title, content, tab.failed];
+  });
+}
+
 /** Renders one Inspection output. */
 export class InspectionRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
     super();
     this._mimeType = options.mimeType;
+    this._sanitizer = options.sanitizer;
     this.addClass(CLASS);
   }
 
@@ -190,7 +252,11 @@ export class InspectionRenderer extends Widget implements IRenderMime.IRenderer 
     header.appendChild(el('span', `${CLASS}-kernel`, kernel));
     node.appendChild(header);
 
-    const parts = sections(data);
+    const tabs = inspectorTabs(data);
+    const parts: [string, HTMLElement, boolean][] =
+      tabs === null
+        ? sections(data).map(([t, c]) => [t, c, false] as [string, HTMLElement, boolean])
+        : modelSections(data, tabs, this._sanitizer);
     const bar = el('div', `${CLASS}-tabs`);
     bar.setAttribute('role', 'tablist');
     const panels = el('div', `${CLASS}-panels`);
@@ -202,10 +268,15 @@ export class InspectionRenderer extends Widget implements IRenderMime.IRenderer 
         (panels.children[i] as HTMLElement).style.display = i === index ? '' : 'none';
       });
     };
-    parts.forEach(([title, content], i) => {
+    parts.forEach(([title, content, failed], i) => {
       const button = el('button', `${CLASS}-tab`, title);
       button.setAttribute('role', 'tab');
       button.dataset.tab = title;
+      if (failed) {
+        // why: a failed check marks its tab, as in the widget, so it is seen from any tab
+        button.classList.add(`${CLASS}-tab-failed`);
+        node.classList.add(`${CLASS}-failed`);
+      }
       button.addEventListener('click', () => select(i));
       buttons.push(button);
       bar.appendChild(button);
@@ -225,9 +296,10 @@ export class InspectionRenderer extends Widget implements IRenderMime.IRenderer 
   }
 
   private _mimeType: string;
+  private _sanitizer: IRenderMime.ISanitizer;
 }
 
-/** The renderer factory: `safe` because nothing is interpreted as HTML or script. */
+/** The renderer factory: `safe` because HTML is sanitized and nothing runs as script. */
 export const rendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
   mimeTypes: [MIME_TYPE],
