@@ -7,7 +7,9 @@ Commands:
   bundled examples (tensor add, tiled matmul, softmax, rmsnorm), simulated and checked against
   numpy.
 * ``explore FILE.py --kernel NAME --param TILE_N=128,256,512``: the tile-allocation explorer as a
-  panel app on http://127.0.0.1:PORT (FILE may also name a bundled example, e.g. ``matmul``).
+  panel app on http://127.0.0.1:PORT (FILE may also name a bundled example, e.g. ``matmul``);
+  with ``--sweep [--workers N]`` it evaluates every setting in N worker processes and prints the
+  results table (latency, SBUF/PSUM peak, error code) sorted by latency instead.
 * ``decode BACKEND_CONFIG_OR_FILE``: the decoded backend_config and its IR (a file may hold the
   base64 string or HLO text with ``backend_config="..."`` attributes).
 
@@ -137,7 +139,7 @@ def cmd_report(opts) -> int:
 
 
 def cmd_explore(opts) -> int:
-    """``explore``: serve the panel explorer (blocks)."""
+    """``explore``: serve the panel explorer (blocks), or print the sweep table (``--sweep``)."""
     from .notebook import arguments as _args
     from .notebook.explorer import Explorer, serve
     module = load_kernel_file(opts.file)
@@ -157,6 +159,13 @@ def cmd_explore(opts) -> int:
         explorer = Explorer(kernel, args, params, kwargs, opts.grid, opts.target)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    if opts.sweep:
+        if opts.workers is not None and opts.workers < 0:
+            raise CliError(f"--workers must be 0 or more, not {opts.workers}")
+        res = explorer.run_sweep(workers=opts.workers, progress=False)
+        print(f"sweep of {name}: {res!r}")
+        print(res.table_text(by="latency_us"))
+        return 0
     print(f"exploring {name} over {params} on http://127.0.0.1:{opts.port}/", flush=True)
     serve(explorer, port=opts.port, show=False)
     return 0
@@ -303,6 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--param", "-p", action="append", metavar="NAME=V1,V2,...",
                      help="a constant to sweep (repeatable; default: the file's PARAMS)")
     exp.add_argument("--port", type=int, default=5006, help="TCP port (default 5006)")
+    exp.add_argument("--sweep", action="store_true",
+                     help="evaluate every setting and print the results table (no server)")
+    exp.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="with --sweep: worker processes (default: CPU count; 0: serially)")
     exp.set_defaults(run=cmd_explore)
 
     dec = sub.add_parser("decode", help="decode a backend_config",

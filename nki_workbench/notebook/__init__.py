@@ -14,7 +14,7 @@ Public face (each name is imported on first use, so ``import nki_workbench`` sta
 """
 
 _LAZY = {"compare": "comparison", "Comparison": "comparison", "explore": "explorer",
-         "Explorer": "explorer", "Trial": "explorer", "Inspector": "inspector",
+         "Explorer": "explorer", "Trial": "trials", "Inspector": "inspector",
          "MIME_TYPE": "mime", "mimebundle": "mime", "report_html": "report",
          "SimulationProgress": "progress", "CheckResult": "check", "sweep": "sweeps",
          "SweepResult": "sweeps", "SweepRow": "sweeps"}

@@ -14,54 +14,17 @@ table) and ``Explorer.panel()`` (the same as a panel app, served by
 
 from __future__ import annotations
 
-import inspect as _pyinspect
 import itertools
-from dataclasses import dataclass
 
-from .._src.errors import NkiError
 from .._src.options import legacy_target
 from . import mime, plots
 from .arguments import kernel_function
+from .sweeps import COLUMNS, SweepResult, SweepRow, sweep
+from .trials import Trial, check_params, evaluate_trial
 
 __all__ = ["Trial", "Explorer", "explore", "serve"]
 
 OK_COLOUR, BAD_COLOUR = "#1a7f37", "#cf222e"
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One evaluated setting.
-
-    Attributes:
-        setting: ``((name, value), ...)`` in parameter order.
-        feasible: whether the kernel traced and fits in SBUF/PSUM.
-        reason: why it is infeasible (error code and message), else ``None``.
-        code: the error code (``err_...`` / ``wb_...``) when infeasible.
-        latency_us: estimated latency (feasible settings).
-        sbuf_peak: peak SBUF bytes per partition.
-        psum_peak: peak PSUM bytes per partition.
-        inspection: the Inspection (feasible settings).
-    """
-
-    setting: tuple
-    feasible: bool
-    reason: str | None = None
-    code: str | None = None
-    latency_us: float | None = None
-    sbuf_peak: int | None = None
-    psum_peak: int | None = None
-    inspection: object = None
-
-    def label(self) -> str:
-        """``TILE_N=256, TILE_M=128``."""
-        return ", ".join(f"{k}={v!r}" for k, v in self.setting)
-
-    def status(self) -> str:
-        """One line: latency and peaks, or the reason it is infeasible."""
-        if not self.feasible:
-            return f"{self.label()}: infeasible — {self.reason}"
-        return (f"{self.label()}: {self.latency_us:.3f} us (estimate), SBUF peak "
-                f"{self.sbuf_peak} B/partition, PSUM peak {self.psum_peak} B/partition")
 
 
 class Explorer:
@@ -83,26 +46,74 @@ class Explorer:
     def __init__(self, kernel, args=(), params=None, kwargs=None, grid=None,
                  platform_target=None, target=None):
         platform_target = legacy_target(platform_target, target, "Explorer")
-        if not params:
-            raise ValueError("explore() needs params={'NAME': [values, ...]} with at least one "
-                             "compile-time constant to vary")
-        func = kernel_function(kernel)
-        sig = _pyinspect.signature(func)
-        takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-        for name, values in params.items():
-            if name not in sig.parameters and not takes_kwargs:
-                raise ValueError(f"kernel '{func.__name__}' has no parameter '{name}' "
-                                 f"(parameters: {', '.join(sig.parameters)})")
-            if not isinstance(values, (list, tuple)) or not values:
-                raise ValueError(f"params['{name}'] must be a non-empty list of values")
+        self.params = check_params(kernel, params)
         self.kernel = kernel
         self.args = tuple(args)
-        self.params = {k: list(v) for k, v in params.items()}
         self.kwargs = dict(kwargs or {})
         self.grid = grid
         self.platform_target = platform_target
         self.trials: list = []
+        self.sweep_result: SweepResult | None = None
+        self.setting: dict = self.default()
         self._cache: dict = {}
+        self._views: list = []
+
+    @classmethod
+    def from_sweep(cls, result: SweepResult) -> Explorer:
+        """An explorer over a sweep's kernel and settings, with its table to jump from.
+
+        Args:
+            result: a :class:`~.sweeps.SweepResult` (kept as ``sweep_result``).
+        """
+        j = result.job
+        ex = cls(j["kernel"], j["args"], result.params, j["kwargs"], j["grid"],
+                 j["platform_target"])
+        ex.sweep_result = result
+        return ex
+
+    def run_sweep(self, *, workers: int | None = None, client=None, reference=None,
+                  atol: float = 1e-3, rtol: float = 1e-3, progress: bool = True) -> SweepResult:
+        """Evaluate every setting with :func:`~.sweeps.sweep` (in parallel) and keep the table.
+
+        Args:
+            workers: local worker processes (default: the CPU count; ``0``: here, serially).
+            client: a ``dask.distributed.Client`` to run the settings on.
+            reference: ``reference(*args, **kwargs, **setting)`` to check each setting against.
+            atol: absolute tolerance of the check.
+            rtol: relative tolerance of the check.
+            progress: show a progress bar.
+
+        Returns:
+            SweepResult (also ``self.sweep_result``; the widget shows it as a table to jump from).
+        """
+        self.sweep_result = sweep(self.kernel, self.args, self.params, kwargs=self.kwargs,
+                                  grid=self.grid, platform_target=self.platform_target,
+                                  reference=reference, atol=atol, rtol=rtol, client=client,
+                                  workers=workers, progress=progress)
+        for view in self._views:
+            view.show_sweep()
+        return self.sweep_result
+
+    def jump(self, row) -> Trial:
+        """Make a sweep row's setting the explorer's setting; every open widget follows.
+
+        Args:
+            row: a :class:`~.sweeps.SweepRow`, an index into ``sweep_result.rows``, or a
+                setting dict.
+
+        Returns:
+            Trial of that setting (traced here, with its Inspection for the views).
+        """
+        if isinstance(row, int):
+            if self.sweep_result is None:
+                raise ValueError("jump(index) needs a sweep: call run_sweep() or "
+                                 "explore(sweep_result) first")
+            row = self.sweep_result.rows[row]
+        setting = dict(row.setting) if isinstance(row, SweepRow) else dict(row)
+        trial = self.evaluate(**setting)
+        for view in self._views:
+            view.set_setting(setting)
+        return trial
 
     @property
     def name(self) -> str:
@@ -134,34 +145,15 @@ class Explorer:
             raise ValueError(f"a setting needs exactly the parameters {list(self.params)}; "
                              f"missing {missing}, unknown {extra}")
         key = tuple((k, setting[k]) for k in self.params)
+        self.setting = dict(key)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        trial = self._run(key)
+        trial = evaluate_trial(self.kernel, self.args, self.kwargs, self.grid,
+                               self.platform_target, key)
         self._cache[key] = trial
         self.trials.append(trial)
         return trial
-
-    def _run(self, key: tuple) -> Trial:
-        from .._src.inspection import inspect
-        try:
-            insp = inspect(self.kernel, *self.args, grid=self.grid,
-                           platform_target=self.platform_target, simulate=False,
-                           **self.kwargs, **dict(key))
-            mem = mime.memory_of(insp)
-            for buf in (mem.sbuf, mem.psum):
-                if buf.peak_bytes_per_partition > buf.capacity_bytes:
-                    raise NkiError("wb_alloc_oversubscribed", f"{buf.buffer.upper()} needs "
-                                   f"{buf.peak_bytes_per_partition} B per partition, capacity "
-                                   f"{buf.capacity_bytes} B")
-            tl = mime.timeline_of(insp)
-        except NkiError as exc:
-            return Trial(key, False, f"[{exc.code}] {exc.msg}" if exc.code else exc.msg,
-                         exc.code)
-        except Exception as exc:  # noqa: BLE001 - e.g. the kernel's own asserts on tile sizes
-            return Trial(key, False, f"{type(exc).__name__}: {exc}", None)
-        return Trial(key, True, None, None, tl.latency_us, mem.sbuf.peak_bytes_per_partition,
-                     mem.psum.peak_bytes_per_partition, insp)
 
     def best(self) -> Trial | None:
         """The fastest feasible trial so far."""
@@ -275,13 +267,16 @@ class ExplorerWidget:
         sbuf: ``Image`` of the SBUF occupancy map.
         timeline: ``Image`` of the timeline.
         table: ``HTML`` table of the settings tried.
+        sort_by: ``Dropdown``: the column the sweep results are sorted by.
+        rows: ``Select``: the sweep's rows (sorted); choosing one jumps the sliders to it.
+        sweep_table: ``HTML`` table of the sweep's rows (same order as ``rows``).
         box: the ``VBox`` that holds them.
     """
 
     def __init__(self, explorer: Explorer):
         import ipywidgets as W
         self.explorer = explorer
-        start = explorer.default()
+        start = explorer.setting
         self.sliders = {k: W.SelectionSlider(options=v, value=start[k], description=k,
                                              continuous_update=False)
                         for k, v in explorer.params.items()}
@@ -291,12 +286,24 @@ class ExplorerWidget:
         self.sbuf = W.Image(format="png")
         self.timeline = W.Image(format="png")
         self.table = W.HTML()
+        self.sort_by = W.Dropdown(options=[*explorer.params, *COLUMNS], value="latency_us",
+                                  description="sort by")
+        self.rows = W.Select(options=[], rows=8, description="jump to",
+                             layout=W.Layout(width="100%"))
+        self.sweep_table = W.HTML()
+        self.sweep_box = W.VBox([W.HTML("<b>Sweep results</b> (choose a row to jump to it)"),
+                                 self.sort_by, self.rows, self.sweep_table])
+        self.sweep_box.layout.display = "none"
         tabs = W.Tab(children=[self.sbuf, self.timeline])
         tabs.titles = ("SBUF", "Timeline")
         self.box = W.VBox([W.HBox([*self.sliders.values(), self.fixed_scale]), self.status, tabs,
-                           W.HTML("<b>Settings tried</b>"), self.table])
+                           self.sweep_box, W.HTML("<b>Settings tried</b>"), self.table])
         for s in (*self.sliders.values(), self.fixed_scale):
             s.observe(self.update, "value")
+        self.sort_by.observe(lambda _c: self.show_sweep(), "value")
+        self.rows.observe(self._chosen, "value")
+        explorer._views.append(self)
+        self.show_sweep()
         self.update()
 
     def update(self, _change=None) -> Trial:
@@ -308,6 +315,34 @@ class ExplorerWidget:
         self.table.value = self.explorer.table_html()
         return trial
 
+    def set_setting(self, setting: dict) -> Trial:
+        """Move the sliders to ``setting`` and refresh the views once."""
+        with self.box.hold_trait_notifications():
+            for k, s in self.sliders.items():
+                s.unobserve(self.update, "value")
+                s.value = setting[k]
+                s.observe(self.update, "value")
+        return self.update()
+
+    def show_sweep(self) -> None:
+        """Show the explorer's sweep results (if any), sorted by ``sort_by``."""
+        res = self.explorer.sweep_result
+        if res is None:
+            return
+        self.sweep_box.layout.display = None
+        rows = res.sorted(self.sort_by.value)
+        lines = res.table_text(by=self.sort_by.value).splitlines()[1:]
+        self.rows.unobserve(self._chosen, "value")
+        self.rows.options = [(line, res.rows.index(r)) for line, r in
+                             zip(lines, rows, strict=True)]
+        self.rows.value = None
+        self.rows.observe(self._chosen, "value")
+        self.sweep_table.value = res.table_html(by=self.sort_by.value)
+
+    def _chosen(self, change) -> None:
+        if change["new"] is not None:
+            self.explorer.jump(change["new"])
+
     def _repr_mimebundle_(self, **kwargs):
         data = self.box._repr_mimebundle_(**kwargs)
         data["text/plain"] = repr(self.explorer)
@@ -316,10 +351,14 @@ class ExplorerWidget:
 
 def explore(kernel, args=(), params=None, *, kwargs=None, grid=None, platform_target=None,
             target=None) -> Explorer:
-    """Explore a kernel's compile-time constants with sliders.
+    """Explore a kernel's compile-time constants with sliders (or the rows of a sweep).
+
+    ``explore(sweep_result)`` builds the explorer over a :class:`~.sweeps.SweepResult`'s
+    kernel and settings: its widget shows the sortable results table, and choosing a row (or
+    :meth:`Explorer.jump`) moves the sliders and views to that setting.
 
     Args:
-        kernel: an ``@nki.jit`` kernel or kernel function.
+        kernel: an ``@nki.jit`` kernel or kernel function, or a ``SweepResult``.
         args: its positional arguments (arrays or ``nt.tensor`` placeholders; only shapes and
             dtypes matter: settings are traced and timed, not simulated).
         params: ``{name: [values, ...]}`` keyword parameters to sweep.
@@ -331,6 +370,8 @@ def explore(kernel, args=(), params=None, *, kwargs=None, grid=None, platform_ta
     Returns:
         Explorer (displays as the widget).
     """
+    if isinstance(kernel, SweepResult):
+        return Explorer.from_sweep(kernel)
     platform_target = legacy_target(platform_target, target, "explore")
     return Explorer(kernel, args, params, kwargs, grid, platform_target)
 

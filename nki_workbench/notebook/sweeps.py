@@ -1,8 +1,8 @@
 """``sweep(kernel, args, params)``: evaluate many settings of compile-time constants in parallel.
 
 Each setting (one combination of the ``params`` values) is traced, allocated and timed by the
-explorer's own evaluation (:meth:`Explorer.evaluate`); with ``reference=`` and concrete arrays it
-is also simulated and compared with the numpy reference. Settings run
+explorer's own evaluation (:func:`.trials.evaluate_trial`); with ``reference=`` and concrete
+arrays it is also simulated and compared with the numpy reference. Settings run
 
 * in local worker processes (default: one per CPU core; ``workers=0`` runs them here, one after
   another), or
@@ -13,7 +13,9 @@ is also simulated and compared with the numpy reference. Settings run
 The result is a :class:`SweepResult`: one :class:`SweepRow` per setting, in the order of the
 settings (whatever order they finished in), with a progress bar while it runs (tqdm), a text
 table, an HTML table sortable by clicking a column (and ``sorted(by)``), and
-``explorer()`` / ``inspect(row)`` to jump to a setting's full views.
+``inspect(row)`` for one setting's full Inspection; ``nki_workbench.explore(result)`` is the
+explorer with this table, where choosing a row jumps the sliders and views to it (the explorer
+imports this module, never the other way round).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import html
 import itertools
 import os
 from dataclasses import asdict, dataclass
+
+from .trials import check_params, evaluate_trial
 
 __all__ = ["sweep", "SweepRow", "SweepResult", "COLUMNS"]
 
@@ -70,9 +74,7 @@ def _evaluate(payload: bytes, setting: tuple) -> SweepRow:
 def evaluate_setting(kernel, args, params, kwargs, grid, platform_target, reference,
                      atol, rtol, setting) -> SweepRow:
     """One setting's row: the explorer's evaluation, plus the check against ``reference``."""
-    from .explorer import Explorer
-    ex = Explorer(kernel, args, params, kwargs, grid, platform_target)
-    trial = ex.evaluate(**dict(setting))
+    trial = evaluate_trial(kernel, args, kwargs, grid, platform_target, tuple(setting))
     if not trial.feasible:
         return SweepRow(setting, False, code=trial.code, reason=trial.reason)
     correct = err = None
@@ -94,7 +96,8 @@ class SweepResult:
     Attributes:
         params: ``{name: [values]}`` swept.
         rows: one :class:`SweepRow` per setting.
-        job: what evaluated them (kernel, arguments, ...), for :meth:`explorer`.
+        job: what evaluated them (kernel, arguments, ...), for :meth:`inspect` and
+            ``explore(result)``.
     """
 
     def __init__(self, params: dict, rows: list, job: dict):
@@ -140,14 +143,14 @@ class SweepResult:
         return "\n".join("  ".join(f"{c:<{w}}" for c, w in zip(line, widths, strict=True))
                          .rstrip() for line in [head, *body])
 
-    def table_html(self) -> str:
-        """An HTML table; clicking a column header sorts by it (in the browser)."""
+    def table_html(self, by: str | None = None) -> str:
+        """An HTML table (optionally sorted); clicking a column header sorts it in the browser."""
         head = [*self.params, "latency (us)", "SBUF peak", "PSUM peak", "correct",
                 "error code"]
         ths = "".join(f"<th style='cursor:pointer' onclick='nkiwSort(this,{i})'>"
                       f"{html.escape(h)} &#8597;</th>" for i, h in enumerate(head))
         trs = []
-        for r in self.rows:
+        for r in (self.rows if by is None else self.sorted(by)):
             colour = "#1a7f37" if r.feasible and r.correct is not False else "#cf222e"
             cells = [repr(v) for _, v in r.setting] + [
                 "" if r.latency_us is None else f"{r.latency_us:.3f}", _s(r.sbuf_peak),
@@ -158,13 +161,6 @@ class SweepResult:
                        + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
         return (f"<table class='nkiw-sweep'><thead><tr>{ths}</tr></thead>"
                 f"<tbody>{''.join(trs)}</tbody></table>{_SORT_JS}")
-
-    def explorer(self):
-        """An :class:`~.explorer.Explorer` over the same sweep (its views of any setting)."""
-        from .explorer import Explorer
-        j = self.job
-        return Explorer(j["kernel"], j["args"], self.params, j["kwargs"], j["grid"],
-                        j["platform_target"])
 
     def inspect(self, row: SweepRow):
         """The full :class:`~nki_workbench.Inspection` of one row's setting (traced here)."""
@@ -231,10 +227,7 @@ def sweep(kernel, args=(), params=None, *, kwargs=None, grid=None, platform_targ
     Returns:
         SweepResult (rows in settings order).
     """
-    from .explorer import Explorer
-    Explorer(kernel, args, params, kwargs, grid, platform_target)  # why: same argument checks
-    job = {"kernel": kernel, "args": tuple(args), "params": {k: list(v) for k, v in
-                                                              params.items()},
+    job = {"kernel": kernel, "args": tuple(args), "params": check_params(kernel, params),
            "kwargs": dict(kwargs or {}), "grid": grid, "platform_target": platform_target,
            "reference": reference, "atol": atol, "rtol": rtol}
     settings = _settings(job["params"])

@@ -84,5 +84,5 @@ def test_sorted_table_and_jump_to_a_setting(serial):
     assert codes and all(c in page for c in codes)
     insp = serial.inspect(serial.best())
     assert insp.latency_us == pytest.approx(serial.best().latency_us)
-    assert serial.explorer().evaluate(**dict(serial.best().setting)).latency_us == \
+    assert nw.explore(serial).evaluate(**dict(serial.best().setting)).latency_us == \
         serial.best().latency_us
