@@ -5,7 +5,8 @@ Public face (each name is imported on first use, so ``import nki_workbench`` sta
 * ``compare(a, b)`` → :class:`Comparison` of two Inspections (IR diff, latency, utilisation,
   peak SBUF/PSUM, timelines on a shared time axis)
 * ``explore(kernel, args, params={...})`` → :class:`Explorer` (sliders over compile-time
-  constants; ``.panel()`` is the same explorer as a panel app)
+  constants; ``.panel()`` is the same explorer as a panel app); ``explore(sweep_result)`` or
+  ``Explorer.run_sweep(workers=N)`` adds the sweep's sortable table, and a row jumps to it
 * ``sweep(kernel, args, params={...}, client=None)`` → :class:`SweepResult` (every setting,
   in local worker processes or on a ``dask.distributed`` cluster; sortable table)
 * ``Inspector`` — the ipywidgets ``Tab`` behind ``Inspection.widget()``

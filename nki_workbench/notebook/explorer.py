@@ -10,6 +10,13 @@ is kept in a table.
 Views: ``Explorer.widget()`` (ipywidgets: selection sliders, SBUF map, timeline, latency,
 table) and ``Explorer.panel()`` (the same as a panel app, served by
 ``nki-workbench explore FILE.py --kernel NAME``).
+
+On a sweep: ``explore(sweep_result)`` (or ``Explorer.run_sweep(workers=N, client=...)``, which
+runs :func:`~.sweeps.sweep` over the explorer's settings) keeps the
+:class:`~.sweeps.SweepResult`; both views then show its results table (latency, SBUF/PSUM peak,
+correctness, error code; the widget sorts it by any column) and choosing a row, or
+:meth:`Explorer.jump`, moves the sliders and every view to that setting. Settings are evaluated
+by :func:`.trials.evaluate_trial`, as a sweep's are, so a row and its trial agree.
 """
 
 from __future__ import annotations
@@ -228,9 +235,9 @@ class Explorer:
         return f"Explorer({self.name}: {sweep}; {len(self.trials)} settings tried)"
 
     def panel(self):
-        """The explorer as a panel app (``pn.Column``)."""
+        """The explorer as a panel app (``pn.Column``; with a sweep, its table to jump from)."""
         import panel as pn
-        start = self.default()
+        start = self.setting
         sliders = {k: pn.widgets.DiscreteSlider(label=k, options=v, value=start[k])
                    for k, v in self.params.items()}
         fixed = pn.widgets.Checkbox(name="fixed scale (SBUF capacity)", value=False)
@@ -239,7 +246,11 @@ class Explorer:
         timeline = pn.pane.PNG(None, sizing_mode="scale_width", max_width=1100)
         table = pn.pane.HTML("", sizing_mode="stretch_width")
 
+        hold = []
+
         def update(*_):
+            if hold:
+                return
             trial = self.evaluate(**{k: s.value for k, s in sliders.items()})
             images, rows = self.images(trial, fixed.value), self.table_html()
             with pn.io.hold():  # why: the browser gets status, images and table together
@@ -249,11 +260,38 @@ class Explorer:
         for s in (*sliders.values(), fixed):
             s.param.watch(update, "value")
         update()
-        return pn.Column(pn.pane.Markdown(f"## Tile-allocation explorer: `{self.name}`"),
-                         pn.Row(*sliders.values(), fixed), status,
-                         pn.Tabs(("SBUF", sbuf), ("Timeline", timeline)),
-                         pn.pane.Markdown("### Settings tried"), table,
-                         sizing_mode="stretch_width")
+        parts = [pn.pane.Markdown(f"## Tile-allocation explorer: `{self.name}`"),
+                 pn.Row(*sliders.values(), fixed), status,
+                 pn.Tabs(("SBUF", sbuf), ("Timeline", timeline)),
+                 pn.pane.Markdown("### Settings tried"), table]
+        res = self.sweep_result
+        if res is not None:
+            lines = res.table_text(by="latency_us").splitlines()
+            ordered = res.sorted("latency_us")
+            rows = pn.widgets.Select(label=f"jump to   {lines[0]}", size=min(12, len(lines)),
+                                     options={"": None} | {line: res.rows.index(r) for line, r
+                                                           in zip(lines[1:], ordered,
+                                                                  strict=True)},
+                                     sizing_mode="stretch_width",
+                                     stylesheets=["select {font-family: monospace}"])
+
+            def jump(event):
+                if event.new is None:
+                    return
+                setting = dict(res.rows[event.new].setting)
+                hold.append(1)
+                try:
+                    for k, sl in sliders.items():
+                        sl.value = setting[k]
+                finally:
+                    hold.clear()
+                update()
+            rows.param.watch(jump, "value")
+            parts += [pn.pane.Markdown("### Sweep results (fastest first; choose one to jump "
+                                       "to it)"), rows,
+                      pn.pane.HTML(res.table_html(by="latency_us"),
+                                   sizing_mode="stretch_width")]
+        return pn.Column(*parts, sizing_mode="stretch_width")
 
 
 class ExplorerWidget:

@@ -97,3 +97,20 @@ def test_cli_explore_sweep_prints_the_table(serial, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main([*argv[:-1], "-1"])
     assert info.value.code == 2 and "--workers must be 0 or more" in capsys.readouterr().err
+
+
+def test_panel_app_of_a_sweep_jumps_to_a_row(serial):
+    pn = pytest.importorskip("panel")
+    ex = nw.explore(serial)
+    app = ex.panel()
+    rows = app[7]
+    assert isinstance(rows, pn.widgets.Select)
+    best = serial.best()
+    assert list(rows.options.values())[1:] == [serial.rows.index(r)
+                                               for r in serial.sorted("latency_us")]
+    tried = len(ex.trials)
+    rows.value = serial.rows.index(best)
+    assert [s.value for s in app[1][:2]] == [v for _, v in best.setting]
+    assert f"{best.latency_us:.3f} us" in app[2].object
+    assert len(ex.trials) == tried + 1  # the jump evaluates only the chosen setting
+    assert "err_size_of_dimension_exceed_arch_limit" in app[8].object
