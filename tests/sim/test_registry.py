@@ -16,6 +16,7 @@ from nki_workbench._src.semantics.registry import (
     COMPILED_SPECIAL,
     EXECUTOR_SPECIAL,
     INTERPRETER_ONLY,
+    LOWERED_SPECIAL,
     props,
     registry,
 )
@@ -49,7 +50,8 @@ def test_one_cost_entry(op):
 def test_what_cannot_compile_is_declared():
     # structurally interpreter-only: no value rule, or an interpreter path with no lowering
     structural = {op for op in OPCODES if op != "all_reduce" and (
-        op not in VALUE_RULES or (op in SPECIAL and op not in COMPILED_SPECIAL))}
+        op not in LOWERED_SPECIAL and
+        (op not in VALUE_RULES or (op in SPECIAL and op not in COMPILED_SPECIAL)))}
     assert structural <= set(INTERPRETER_ONLY), structural - set(INTERPRETER_ONLY)
     assert all(isinstance(why, str) and why for why in INTERPRETER_ONLY.values())
     assert {op for op, p in registry().items() if not p.compiles} == set(INTERPRETER_ONLY)
@@ -99,3 +101,10 @@ def test_fallback_is_a_compiled_fallback_warning_not_a_print(capsys):
     out = next(iter(out.values()))
     assert out.shape == (128, 64) and 0.0 <= out.min() and out.max() < 1.0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("op", sorted(LOWERED_SPECIAL))
+def test_lowered_special_has_a_compiled_lowering(op):
+    from nki_workbench._src.sim.jax_dma import LOWERINGS
+    assert op in LOWERINGS, f"'{op}' is declared LOWERED_SPECIAL but sim/jax_dma.py has no lowering"
+    assert op in SPECIAL and op not in INTERPRETER_ONLY

@@ -5,7 +5,8 @@ The opcode registry (:mod:`.registry`) reads these; nothing here computes a valu
 
 from __future__ import annotations
 
-__all__ = ["INTERPRETER_ONLY", "EXECUTOR_SPECIAL", "COMPILED_SPECIAL", "CROSS_PARTITION",
+__all__ = ["INTERPRETER_ONLY", "EXECUTOR_SPECIAL", "COMPILED_SPECIAL", "LOWERED_SPECIAL",
+           "CROSS_PARTITION",
            "VALID_RANGE"]
 
 INTERPRETER_ONLY = {
@@ -18,7 +19,6 @@ INTERPRETER_ONLY = {
     "nc_match_replace8": "two destinations; a value absent from the data warns (data-dependent)",
     "nc_find_index8": "a value absent from the data warns (data-dependent)",
     "local_gather": "an index outside the partition raises (data-dependent)",
-    "dma_copy": "indirect run-time indices, oob_mode and dst_rmw_op scatter (moves memory only)",
     "builtin_custom_op": "runs a registered Python reference on host arrays",
     "nc_n_gather": "an index outside the partition raises (data-dependent)",
     "nonzero_with_count": "a data-dependent compaction of each partition",
@@ -31,6 +31,13 @@ EXECUTOR_SPECIAL = {
     "builtin_custom_op": "calls the registered Python reference (sim/isa_exec.py)",
 }
 """nki.isa opcodes without a value rule: the interpreter runs them itself."""
+
+LOWERED_SPECIAL = {
+    "dma_copy": "its static form (no run-time indices, mask or dst_rmw_op) is lowered by "
+                "sim/jax_dma.py; the rest runs in the interpreter",
+}
+"""Opcodes without a value rule that the compiled backend lowers itself (``sim/jax_dma.py``
+``LOWERINGS`` must name each), with which forms lower."""
 
 COMPILED_SPECIAL = frozenset({"activation"})
 """Opcodes the interpreter runs through a special path (registers) that the compiled backend

@@ -28,7 +28,8 @@ from ..ir.opcodes import OPCODES
 from . import isa_props
 
 __all__ = ["OpProps", "props", "registry", "INTERPRETER_ONLY", "EXECUTOR_SPECIAL",
-           "COMPILED_SPECIAL", "LANEWISE", "CROSS_LANE", "CROSS_PARTITION", "ROWWISE",
+           "COMPILED_SPECIAL", "LOWERED_SPECIAL", "LANEWISE", "CROSS_LANE", "CROSS_PARTITION",
+           "ROWWISE",
            "VALID_RANGE"]
 
 LANEWISE = frozenset({"copy", "load", "store", "broadcast_to", "where", "memset", "dropout"})
@@ -113,6 +114,7 @@ EXECUTOR_SPECIAL = _Lazy(_executor_special)
 """opcode -> why it has no value rule (the executors run it themselves)."""
 
 COMPILED_SPECIAL = isa_props.COMPILED_SPECIAL
+LOWERED_SPECIAL = isa_props.LOWERED_SPECIAL
 """Opcodes the interpreter runs through a special path but the compiled backend lowers through
 their value rule."""
 

@@ -71,6 +71,7 @@ from .jax_access import (
     xp,
 )
 from .jax_buffers import Buffers
+from .jax_dma import LOWERINGS
 from .jax_static import (
     checked_inputs,
     fully_written_outputs,
@@ -373,6 +374,8 @@ class _Lower(Buffers):
         vals, taints = [], []
         if inst.op == "all_reduce":
             return self._all_reduce(inst)
+        if inst.op in LOWERINGS:
+            return LOWERINGS[inst.op](self, inst, binds)
         for o in inst.ins:
             v, ok = self._operand(o, sel, loc)
             vals.append(v)

@@ -106,7 +106,9 @@ def _covers(shape, writes, pids) -> bool:
 def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
     """Why this kernel/params pair runs in the interpreter (``None``: it compiles)."""
     from ..semantics import VALUE_RULES
-    from ..semantics.registry import COMPILED_SPECIAL, INTERPRETER_ONLY
+    from ..semantics.registry import COMPILED_SPECIAL, INTERPRETER_ONLY, LOWERED_SPECIAL
+    from .jax_dma import dma_copy_dynamic
+    decls = kernel.decls()
     if params.shuffle_affine:
         return "SimParams(shuffle_affine=True)"
     if params.detect_races:
@@ -124,6 +126,10 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
                 return "collective 'all_reduce' across programs"
         elif inst.op in INTERPRETER_ONLY:
             return f"opcode '{inst.op}' runs only in the interpreter: {INTERPRETER_ONLY[inst.op]}"
+        elif inst.op in LOWERED_SPECIAL:
+            why = dma_copy_dynamic(inst, decls) if inst.op == "dma_copy" else None
+            if why:
+                return why
         elif (inst.op in SPECIAL and inst.op not in COMPILED_SPECIAL) or \
                 inst.op not in VALUE_RULES:
             return f"no JAX rule for opcode '{inst.op}'"
