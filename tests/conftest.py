@@ -40,3 +40,11 @@ def _backend_config_round_trip_every_simulation():
     SIM_HOOKS.append(config_round_trip_hook)
     yield
     SIM_HOOKS.remove(config_round_trip_hook)
+
+
+@pytest.fixture(autouse=True)
+def _once_per_process_warnings_start_fresh():
+    """Each test sees the once-per-process warnings (the trn1 fallback) as a fresh process would."""
+    from nki_workbench._src import errors
+    errors.SHOWN_ONCE.clear()
+    yield

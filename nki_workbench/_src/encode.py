@@ -123,7 +123,8 @@ def resolve_platform_target(requested=None, *, warn: bool = True) -> tuple[str, 
 
     Args:
         requested: the ``platform_target`` option (``None`` = not given).
-        warn: emit ``Unable to read MLA target. Assuming cross compile to trn1.`` on a miss.
+        warn: emit ``Unable to read MLA target. Assuming cross compile to trn1.`` on a miss
+            (once per process: each kernel's Summary says it is on the fallback).
 
     Returns:
         ``(platform_target, platform_target_is_fallback)``.
@@ -137,8 +138,8 @@ def resolve_platform_target(requested=None, *, warn: bool = True) -> tuple[str, 
     if found:
         return found, False
     if warn:
-        from .errors import warn_at_user
-        warn_at_user(FALLBACK_WARNING, UserWarning)
+        from .errors import warn_once_at_user
+        warn_once_at_user(FALLBACK_WARNING, UserWarning)
     return "trn1", True
 
 

@@ -18,7 +18,8 @@ __all__ = ["NkiError", "NkiIndexError", "NkiTypeError", "NkiSyntaxError", "SYNTA
            "SpmdRaceWarning", "BlockDimensionWarning",
            "CompiledFallbackWarning",
            "ActivationRangeWarning", "IsaHintWarning", "IndirectIndexError",
-           "user_location", "user_frame", "warn", "short_path", "warn_at_user"]
+           "user_location", "user_frame", "warn", "short_path", "warn_at_user",
+           "warn_once_at_user", "SHOWN_ONCE"]
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # why: the bundled example kernels live in the package but are user code to the tracer
@@ -284,6 +285,22 @@ def warn_at_user(message: str, category: type[Warning] = UserWarning) -> None:
     registry = glb.setdefault("__warningregistry__", {}) if isinstance(glb, dict) else None
     warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
                            module=glb.get("__name__", "__main__"), registry=registry)
+
+
+SHOWN_ONCE: set = set()
+"""Messages :func:`warn_once_at_user` has shown in this process (tests clear it)."""
+
+
+def warn_once_at_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """:func:`warn_at_user`, but each message at most once per process.
+
+    For process-wide facts (the trn1 target fallback) that every kernel's Summary repeats:
+    printing them on every call buries the warnings that are about the user's code.
+    """
+    if message in SHOWN_ONCE:
+        return
+    SHOWN_ONCE.add(message)
+    warn_at_user(message, category)
 
 
 SOURCE_NAMERS: list = []

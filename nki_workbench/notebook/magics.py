@@ -140,10 +140,6 @@ def _execution_count(shell, cell: str) -> int:
     return shell.execution_count
 
 
-_SHOWN_ONCE: set = set()
-"""Warnings shown once per process (the target fallback: the Summary repeats it per kernel)."""
-
-
 def _kernel_line(kernel, filename: str) -> int:
     """The first line of ``kernel`` (its decorator) when it lives in this cell (else 1)."""
     func = _args.kernel_function(kernel)
@@ -155,16 +151,10 @@ def replay_warnings(caught: list, filename: str, lineno: int) -> None:
     """Show warnings recorded while a cell's kernel ran, attributed to the cell.
 
     A warning raised from the cell's own lines keeps its line; one raised elsewhere (the
-    workbench, IPython, numpy) is shown at the kernel's ``def`` line. The target-fallback
-    warning is shown once per process (each kernel's Summary says it is on the fallback).
+    workbench, IPython, numpy) is shown at the kernel's ``def`` line. (The target-fallback
+    warning is raised once per process at its source: ``errors.warn_once_at_user``.)
     """
-    from .._src.encode import FALLBACK_WARNING
     for w in caught:
-        text = str(w.message)
-        if text == FALLBACK_WARNING:
-            if text in _SHOWN_ONCE:
-                continue
-            _SHOWN_ONCE.add(text)
         line = w.lineno if w.filename == filename else lineno
         warnings.warn_explicit(w.message, w.category, filename, line,
                                module=filename, registry={})

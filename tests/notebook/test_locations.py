@@ -89,9 +89,9 @@ def warned_add(a, b):
 def test_warnings_name_the_cell_and_the_fallback_shows_once(ip):
     import warnings
 
+    from nki_workbench._src import errors
     from nki_workbench._src.encode import FALLBACK_WARNING
-    from nki_workbench.notebook import magics
-    magics._SHOWN_ONCE.discard(FALLBACK_WARNING)
+    errors.SHOWN_ONCE.discard(FALLBACK_WARNING)
     shown = []
     for _ in range(2):
         with warnings.catch_warnings(record=True) as caught:

@@ -459,3 +459,15 @@ def test_multi_core_grid_only_on_trn2_and_later():
     assert e.value.code == "err_multi_cores_spmd_not_supported"
     assert "NEURON_PLATFORM_TARGET_OVERRIDE=trn2" in str(e.value)
     assert "platform_target='trn2'" in str(e.value)
+
+
+def test_the_target_fallback_warning_is_shown_once_per_process():
+    import warnings as W
+
+    from nki_workbench._src.encode import FALLBACK_WARNING, resolve_platform_target
+    with W.catch_warnings(record=True) as caught:
+        W.simplefilter("always")
+        first = resolve_platform_target()
+        second = resolve_platform_target()
+    assert first == second == ("trn1", True)
+    assert [str(w.message) for w in caught] == [FALLBACK_WARNING]
