@@ -188,24 +188,7 @@ def before_write(st, ca, buf, sel, spec):
     root = _root(buf)
     if root is not buf and root.data.size != buf.data.size:
         return None  # why: a bitcast to another width has no element-wise stamps
-    hits = []
-    stamps = _arrays(buf, "stamp") if spec.waw else None
-    if stamps is not None:
-        old = np.asarray(_region(ca, stamps, sel, st, 0))
-        writer = old >> SITE_BITS
-        for var in spec.waw:
-            lo = st.loop_lo.get(var)
-            if lo is not None:
-                hit = (writer > lo) & (writer < st.iter_start[var])
-                if hit.any():
-                    hits.append((var, hit, old))
-    owner = _arrays(buf, "owner") if spec.spmd else None
-    if owner is not None:
-        old = np.asarray(_region(ca, owner, sel, st, 0))
-        who = old >> SITE_BITS
-        hit = (who != 0) & (who != st.ordinal + 1)
-        if hit.any():
-            hits.append((None, hit, old))
+    hits = _hits(st, buf, spec, lambda arr: np.asarray(_region(ca, arr, sel, st, 0)))
     before = np.array(ca.read(buf.data, st.env, st.dyn)) if hits else None
     return sel, hits, before
 
@@ -214,12 +197,8 @@ def after_write(prog, st, ca, buf, spec, loc, token):
     """Report the overlaps that changed a value (equal values are no race), then stamp."""
     sel, hits, before = token
     if hits:
-        after = np.asarray(ca.read(buf.data, st.env, st.dyn))
-        same = (before == after) | ((before != before) & (after != after))  # NaN == NaN
-        for var, hit, old in hits:
-            hit = hit & ~same.reshape(hit.shape)
-            if hit.any():
-                _overlap(prog, st, buf, var, hit, old, loc)
+        _report_changed(prog, st, buf, hits, before,
+                        np.asarray(ca.read(buf.data, st.env, st.dyn)), loc)
     site = spec.site
     if spec.stamp or spec.waw:
         _put(ca, _arrays(buf, "stamp", True), (st.iter_id << SITE_BITS) | site, sel, st)
@@ -239,10 +218,25 @@ def indexed_write(prog, st, buf, idx, spec, loc, write):
             (root is not buf and root.data.size != buf.data.size):
         write()
         return
+    hits = _hits(st, buf, spec, lambda arr: arr[idx])
+    before = np.array(buf.data[idx]) if hits else None
+    write()
+    if hits:
+        _report_changed(prog, st, buf, hits, before, buf.data[idx], loc)
+    if spec.stamp or spec.waw:
+        _arrays(buf, "stamp", True)[idx] = (st.iter_id << SITE_BITS) | spec.site
+    if spec.spmd:
+        _arrays(buf, "owner", True)[idx] = ((st.ordinal + 1) << SITE_BITS) | spec.site
+
+
+def _hits(st, buf, spec, take):
+    """``(loop var or None, hit mask, old stamps)`` for the elements ``take`` selects that
+    another iteration of an enclosing affine loop (or another SPMD program) already wrote.
+    """
     hits = []
     stamps = _arrays(buf, "stamp") if spec.waw else None
     if stamps is not None:
-        old = stamps[idx]
+        old = take(stamps)
         writer = old >> SITE_BITS
         for var in spec.waw:
             lo = st.loop_lo.get(var)
@@ -252,24 +246,21 @@ def indexed_write(prog, st, buf, idx, spec, loc, write):
                     hits.append((var, hit, old))
     owner = _arrays(buf, "owner") if spec.spmd else None
     if owner is not None:
-        old = owner[idx]
+        old = take(owner)
         who = old >> SITE_BITS
         hit = (who != 0) & (who != st.ordinal + 1)
         if hit.any():
             hits.append((None, hit, old))
-    before = np.array(buf.data[idx]) if hits else None
-    write()
-    if hits:
-        after = buf.data[idx]
-        same = (before == after) | ((before != before) & (after != after))
-        for var, hit, old in hits:
-            hit = hit & ~same
-            if hit.any():
-                _overlap(prog, st, buf, var, hit, old, loc)
-    if spec.stamp or spec.waw:
-        _arrays(buf, "stamp", True)[idx] = (st.iter_id << SITE_BITS) | spec.site
-    if spec.spmd:
-        _arrays(buf, "owner", True)[idx] = ((st.ordinal + 1) << SITE_BITS) | spec.site
+    return hits
+
+
+def _report_changed(prog, st, buf, hits, before, after, loc):
+    # why: an overlap that wrote the value already there is no race (NaN counts as equal)
+    same = (before == after) | ((before != before) & (after != after))
+    for var, hit, old in hits:
+        hit = hit & ~same.reshape(hit.shape)
+        if hit.any():
+            _overlap(prog, st, buf, var, hit, old, loc)
 
 
 def _overlap(prog, st, buf, var, hit, old, loc):
