@@ -230,8 +230,10 @@ def indexed_write(prog, st, buf, idx, spec, loc, write):
 
 
 def _hits(st, buf, spec, take):
-    """``(loop var or None, hit mask, old stamps)`` for the elements ``take`` selects that
-    another iteration of an enclosing affine loop (or another SPMD program) already wrote.
+    """Overlaps as ``(loop var or None, hit mask, old stamps)`` over the elements ``take`` selects.
+
+    A hit is an element another iteration of an enclosing affine loop (or another SPMD program)
+    already wrote.
     """
     hits = []
     stamps = _arrays(buf, "stamp") if spec.waw else None
