@@ -206,7 +206,8 @@ def before_write(st, ca, buf, sel, spec):
         hit = (who != 0) & (who != st.ordinal + 1)
         if hit.any():
             hits.append((None, hit, old))
-    before = np.array(ca.read(buf.data, st.env, st.dyn)) if hits else None
+    # why: masked-out lanes may lie outside the tensor (an edge guard): read only the selected ones
+    before = np.array(_region(ca, buf.data, sel, st, 0)) if hits else None
     return sel, hits, before
 
 
@@ -214,7 +215,7 @@ def after_write(prog, st, ca, buf, spec, loc, token):
     """Report the overlaps that changed a value (equal values are no race), then stamp."""
     sel, hits, before = token
     if hits:
-        after = np.asarray(ca.read(buf.data, st.env, st.dyn))
+        after = np.asarray(_region(ca, buf.data, sel, st, 0))
         same = (before == after) | ((before != before) & (after != after))  # NaN == NaN
         for var, hit, old in hits:
             hit = hit & ~same.reshape(hit.shape)
