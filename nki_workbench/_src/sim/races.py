@@ -189,7 +189,8 @@ def before_write(st, ca, buf, sel, spec):
     if root is not buf and root.data.size != buf.data.size:
         return None  # why: a bitcast to another width has no element-wise stamps
     hits = _hits(st, buf, spec, lambda arr: np.asarray(_region(ca, arr, sel, st, 0)))
-    before = np.array(ca.read(buf.data, st.env, st.dyn)) if hits else None
+    # why: masked-out lanes may lie outside the tensor (an edge guard): read only the selected ones
+    before = np.array(_region(ca, buf.data, sel, st, 0)) if hits else None
     return sel, hits, before
 
 
@@ -198,7 +199,7 @@ def after_write(prog, st, ca, buf, spec, loc, token):
     sel, hits, before = token
     if hits:
         _report_changed(prog, st, buf, hits, before,
-                        np.asarray(ca.read(buf.data, st.env, st.dyn)), loc)
+                        np.asarray(_region(ca, buf.data, sel, st, 0)), loc)
     site = spec.site
     if spec.stamp or spec.waw:
         _put(ca, _arrays(buf, "stamp", True), (st.iter_id << SITE_BITS) | site, sel, st)
