@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import sys
 import types
 
@@ -17,6 +18,11 @@ __all__ = ["install", "uninstall", "installed"]
 _SUBMODULES = ("language", "language.constants", "isa", "isa.constants", "compiler", "typing",
                "distributed", "distributed.collectives", "nccl", "nccl.collectives")
 _ALIASES = ("neuronxcc", "neuronxcc.nki") + tuple(f"neuronxcc.nki.{m}" for m in _SUBMODULES)
+
+# Harnesses written for neuronxcc call `logger.setLevel(logging.OFF)` after importing it: the real
+# package leaves an OFF level on the stdlib module. Any level above CRITICAL silences a logger.
+LOGGING_OFF = logging.CRITICAL + 10
+_added_logging_off = False
 
 
 def installed() -> bool:
@@ -55,6 +61,15 @@ def install() -> None:
     for m in _SUBMODULES:
         sys.modules[f"neuronxcc.nki.{m}"] = importlib.import_module(f"nki_workbench.nki.{m}")
     importlib.import_module("nki_workbench.current.alias").install()  # `import nki` (NKI 0.2+)
+    _add_logging_off()
+
+
+def _add_logging_off() -> None:
+    global _added_logging_off
+    if not hasattr(logging, "OFF"):
+        logging.OFF = LOGGING_OFF
+        logging.addLevelName(LOGGING_OFF, "OFF")
+        _added_logging_off = True
 
 
 def uninstall() -> None:
@@ -65,3 +80,7 @@ def uninstall() -> None:
     for name in _ALIASES:
         sys.modules.pop(name, None)
     importlib.import_module("nki_workbench.current.alias").uninstall()
+    global _added_logging_off
+    if _added_logging_off:
+        del logging.OFF
+        _added_logging_off = False
