@@ -15,8 +15,8 @@ How the IR maps onto JAX:
 * ``affine_range`` loops whose iterations the IR proves independent run as one batched
   computation (``jax.vmap``, :mod:`.jax_vector`): outer tensors are cut into per-iteration
   blocks, and ``psum += matmul`` over the loop becomes one dot (:data:`VECTORISE`).
-* Other loops become ``lax.fori_loop`` whose carry holds the buffers the body writes; small
-  loop nests are unrolled at lowering time (static slices, more fusion), but not inside a
+* Other loops become ``lax.fori_loop`` whose carry holds the buffers the body writes; one-trip
+  loops are their body, small loop nests are unrolled at lowering time (static slices, more fusion), but not inside a
   rolled loop (:data:`NESTED_UNROLL_BUDGET`). Accesses whose bounds are proven
   in range at lowering time become (dynamic) slices; anything else (masks that may leave the
   tensor, ``//``/``%`` patterns, indirect ``Dyn`` indices) becomes gathers/scatters with
