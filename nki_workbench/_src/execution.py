@@ -30,12 +30,13 @@ from .encode import (
     serialize_dims,
 )
 from .errors import NkiError
-from .ir import IRParseError, Kernel, parse
+from .ir import Alloc, IRParseError, Kernel, parse, walk_stmts
 from .ir.budget import DEFAULT_BUDGET, estimate_work, over_budget
 from .ir.validate import CODE as INVALID_IR
 from .options import SimParams, legacy_backend, selected_backend, selected_numerics
 from .semantics import Unsupported
 from .sim.interp import Program
+from .sim.liveness import peak_bytes
 from .sim.nki_numerics import nki_simulator_kernel
 from .trace.kernel import Traced
 
@@ -166,18 +167,24 @@ _FOOTPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def footprint(prog: Program) -> tuple:
     """``(bytes, largest decl)``: what one simulation of the kernel allocates, about.
 
-    Every tensor the kernel declares (not its inputs, which the caller holds; views share
-    their root) with its written-element mask (a byte per element); a tensor declared in a
-    loop counts once (each iteration's replaces the last).
+    The most that is alive at once of the tensors the kernel declares (not its inputs, which
+    the caller holds; views share their root), each with its written-element mask (a byte per
+    element): a tensor declared in a loop counts once (each iteration's replaces the last), and
+    a tile is freed after its last use (:mod:`.sim.liveness`; unrolled loops declare a copy per
+    iteration).
     """
     hit = _FOOTPRINTS.get(prog)
     if hit is None:
-        total, big, big_n = 0, None, -1
+        def size(d):
+            return int(np.prod(d.shape, dtype=object)) * (D.itemsize(D.from_name(d.dtype)) + 1)
+
+        allocated = {s.decl.name for s in walk_stmts(prog.kernel.body) if isinstance(s, Alloc)}
+        total, big, big_n = peak_bytes(prog.kernel.body, prog.decls, size), None, -1
         for d in prog.decls.values():
             if d.kind == "input" or d.base is not None:
                 continue
-            n = int(np.prod(d.shape, dtype=object)) * (D.itemsize(D.from_name(d.dtype)) + 1)
-            total += n
+            n = size(d)
+            total += 0 if d.name in allocated else n
             if n > big_n:
                 big, big_n = d, n
         hit = _FOOTPRINTS[prog] = (total, big)

@@ -50,6 +50,8 @@ from .analysis import (
     shared_overlaps,
     starts_accumulation_group,
 )
+from .analysis import root as _analysis_root
+from .liveness import free_plan
 from .memory import LOW_FLOATS as _LOW_FLOATS
 from .memory import Buf
 from .memory import decode_const as _decode_const
@@ -113,11 +115,14 @@ class Program:
                                 affine_vars=())
 
     # ------------------------------------------------------------------ compile
-    def _block(self, body, outer, affine_vars):
+    def _block(self, body, outer, affine_vars, repeated=False):
         fns = []
         skip_alloc = set()
         declared = set(outer)
+        dead = free_plan(body, self.decls, repeated)
         for k, s in enumerate(body):
+            if k - 1 in dead:
+                fns.append(self._free(dead[k - 1]))
             if isinstance(s, Alloc):
                 declared.add(s.decl.name)
                 nxt = body[k + 1] if k + 1 < len(body) else None
@@ -131,10 +136,22 @@ class Program:
                 inner_aff = affine_vars + ((s.var, frozenset(declared) & read_and_written(
                     s.body, self.decls), self.waw.get(s, frozenset())),) \
                     if s.kind == "affine" else affine_vars
-                fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff)))
+                fns.append(self._loop(s, self._block(s.body, frozenset(declared), inner_aff,
+                                                     repeated=s.trip_count > 1)))
             else:
                 fns.append(self._inst(s, k in skip_alloc, affine_vars))
+        if len(body) - 1 in dead:
+            fns.append(self._free(dead[len(body) - 1]))
         return fns
+
+    def _free(self, roots):
+        """Drop dead tiles and their views (:mod:`.liveness`): unrolled copies add up."""
+        names = tuple(n for n, d in self.decls.items() if _analysis_root(n, self.decls) in roots)
+
+        def run(st):
+            for n in names:
+                st.bufs.pop(n, None)
+        return run
 
     def _fresh_writer(self, decl, nxt) -> bool:
         if decl.buffer not in ("sbuf", "psum") or decl.base is not None or decl.kind != "local":

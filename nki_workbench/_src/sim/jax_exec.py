@@ -16,11 +16,11 @@ How the IR maps onto JAX:
   computation (``jax.vmap``, :mod:`.jax_vector`): outer tensors are cut into per-iteration
   blocks, and ``psum += matmul`` over the loop becomes one dot (:data:`VECTORISE`).
 * Other loops become ``lax.fori_loop`` whose carry holds the buffers the body writes; one-trip
-  loops are their body, small loop nests are unrolled at lowering time (static slices, more fusion), but not inside a
-  rolled loop (:data:`NESTED_UNROLL_BUDGET`). Accesses whose bounds are proven
-  in range at lowering time become (dynamic) slices; anything else (masks that may leave the
-  tensor, ``//``/``%`` patterns, indirect ``Dyn`` indices) becomes gathers/scatters with
-  run-time bounds checks.
+  loops are their body, small loop nests are unrolled at lowering time (static slices, more
+  fusion), but not inside a rolled loop (:data:`NESTED_UNROLL_BUDGET`). Accesses whose
+  bounds are proven in range at lowering time become (dynamic) slices; anything else (masks
+  that may leave the tensor, ``//``/``%`` patterns, indirect ``Dyn`` indices) becomes
+  gathers/scatters with run-time bounds checks.
 * The checks stay on: the program tracks which elements were written (the interpreter's
   ``init`` masks, elided where a whole-tile write proves them, and for outputs that
   :func:`.jax_static.fully_written_outputs` proves written whole: those are assembled from
