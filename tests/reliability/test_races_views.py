@@ -115,7 +115,23 @@ def bitcast_wide_overlap(a):
     return out
 
 
+def read_through_a_bitcast(a):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    av = acc.view(nl.bfloat16)
+    acc[...] = nl.load(a[0:128, :])
+    for i in nl.affine_range(2):
+        prev = nl.copy(av[:, 0:64])  # reads what the other iteration may have written
+        av[:, 0:64] = nl.add(prev, nl.load(a.view(nl.bfloat16)[0:128, nl.ds(i * 64, 64)]))
+    nl.store(out, acc)
+    return out
+
+
 CASES = {
+    "read_through_a_bitcast": (read_through_a_bitcast, None, LoopCarriedDependencyWarning,
+                               r"'acc' \(through view 'av'\) is written in one nl.affine_range "
+                               r"iteration and read in another \(loop 'i': written by i=0 at "
+                               r"\S+:(\d+), read by i=1\)", "av[:, 0:64] = nl.add"),
     "bitcast_narrow_overlap": (bitcast_narrow_overlap, None, LoopCarriedDependencyWarning,
                                r"'out' \(through view 'v'\) is written at the same elements by "
                                r"iterations i=0 \(at \S+:(\d+)\) and i=1",
@@ -182,7 +198,8 @@ def test_a_custom_ops_second_destination_is_checked(row_sums, backend):
     assert any(not np.array_equal(r, out) for r in shuffled)
 
 
-READ_AT = {"read_through_a_view": "prev = nl.copy(av"}
+READ_AT = {"read_through_a_view": "prev = nl.copy(av[:, 0, :])",
+           "read_through_a_bitcast": "prev = nl.copy(av[:, 0:64])"}
 
 
 def _line(snippet):
@@ -210,7 +227,7 @@ def test_race_through_a_view_warns_with_both_writers_and_the_line(name, backend)
     m = re.search(pattern, races[0])
     assert m, races[0]
     assert int(m.group(1)) == _line(line)
-    assert "different values" in races[0] or name == "read_through_a_view"
+    assert "different values" in races[0] or name.startswith("read_through")
     # a write through a whole view counts as written (no false "never written")
     assert not any(issubclass(w.category, UninitializedReadWarning) for w in rec)
 
