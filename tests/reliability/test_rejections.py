@@ -136,3 +136,20 @@ def test_matching_annotations_and_row_indirection_are_fine():
         warnings.simplefilter("error")
         out = nki.simulate_kernel(k, a, IDX)
     np.testing.assert_array_equal(out, np.broadcast_to(a[0], a.shape))
+
+
+def annotated_reshape(a):
+    out = nl.ndarray((128, 4, 128), nl.float32, buffer=nl.shared_hbm)
+    x: nt.tensor[128, 4, 128] = nl.load(a)  # same partitions and elements: a reshape
+    nl.store(out, nl.add(x, x[:, 0:1, :]))  # uses the annotated shape
+    return out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_an_annotation_with_the_same_partitions_and_elements_reshapes_the_tile(backend):
+    # The SDK's local_gather example annotates a [128, 64, 4] result as tensor[128, 4, 16, 4].
+    a = np.random.default_rng(0).standard_normal((128, 512)).astype(np.float32)
+    got = nki.simulate_kernel(nki.jit(annotated_reshape), a,
+                              params=nki.SimParams(backend=backend))
+    x = a.reshape(128, 4, 128)
+    np.testing.assert_allclose(got, x + x[:, 0:1, :], rtol=1e-6)

@@ -219,3 +219,38 @@ def test_shared_hbm_output_declared_under_a_python_if(extra):
         np.testing.assert_allclose(res[1], 3 * a, rtol=1e-6)
     else:
         np.testing.assert_allclose(res, 2 * a, rtol=1e-6)
+
+
+@nki.jit
+def python_ints_of_loop_vars(a, scales):
+    """``int(i)``, ``float(j)`` and a Python tuple indexed by a loop variable."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        for j in nl.affine_range(a.shape[1] // 128):
+            r, c = int(i) * 128, int(j) * 128
+            t = nl.load(a[r:r + 128, c:c + 128])
+            nl.store(out[r:r + 128, c:c + 128], value=nl.multiply(t, scales[i] + float(j)))
+    return out
+
+
+def test_python_int_of_a_loop_variable_is_that_iterations_value():
+    a = rand(256, 384)
+    scales = (0.5, -2.0)
+    ref = a.copy()
+    for i in range(2):
+        for j in range(3):
+            ref[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] *= scales[i] + j
+    got = nki.simulate_kernel(python_ints_of_loop_vars, a, scales)
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+def test_python_int_of_an_arange_index_keeps_nki_error():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        nl.store(out[int(i_p), :], value=nl.load(a))
+        return out
+
+    with pytest.raises(NkiError, match="err_dynamic_control_flow_not_supported"):
+        nki.simulate_kernel(k, rand(128, 64))

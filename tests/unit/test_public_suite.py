@@ -55,3 +55,44 @@ def test_table_counts_passes_failures_and_device_only_cases(tmp_path):
 def test_not_a_folder_is_an_error(tmp_path):
     r = run(str(tmp_path / "missing"))
     assert r.returncode == 2 and "is not a folder" in r.stderr
+
+
+SLOW = textwrap.dedent('''
+    import time
+
+    def test_quick():
+        assert True
+
+    def test_slow():
+        time.sleep(600)
+''')
+
+
+def test_a_file_named_after_the_separator_runs_alone(tmp_path):
+    (tmp_path / "test_public.py").write_text(PUBLIC)
+    (tmp_path / "test_other.py").write_text("def test_other():\n    assert False, 'ran'\n")
+    r = run(str(tmp_path), "--", "test_other.py")
+    assert r.returncode == 0, r.stderr
+    assert "test_public.py" not in r.stdout
+    assert "pass rate 0/1 = 0.0 %" in r.stdout and "FAILED test_other.py::test_other" in r.stdout
+
+
+def test_a_folder_past_its_time_limit_keeps_the_finished_cases(tmp_path):
+    (tmp_path / "test_slow.py").write_text(SLOW)
+    r = run(str(tmp_path), "--timeout", "20")
+    assert r.returncode == 0, r.stderr
+    assert "time limit" in r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("test_slow.py"))
+    assert row.split()[1:] == ["1", "0", "1", "0", "0"]  # quick passed, slow stopped
+    assert "FAILED test_slow.py::test_slow: stopped at the folder's time limit (20 s)" in r.stdout
+
+
+def test_known_device_only_cases_are_counted_apart(tmp_path):
+    (tmp_path / "test_double_row_matmul.py").write_text(
+        "def test_double_row_matmul_numerical():\n    return\n")
+    r = run(str(tmp_path))
+    row = next(line for line in r.stdout.splitlines() if line.startswith("test_double_row"))
+    assert row.split()[1:] == ["0", "0", "0", "0", "1"]
+    r = run(str(tmp_path), "--no-known-device-only")
+    row = next(line for line in r.stdout.splitlines() if line.startswith("test_double_row"))
+    assert row.split()[1:] == ["1", "0", "0", "0", "0"]

@@ -15,8 +15,8 @@ How the IR maps onto JAX:
 * ``affine_range`` loops whose iterations the IR proves independent run as one batched
   computation (``jax.vmap``, :mod:`.jax_vector`): outer tensors are cut into per-iteration
   blocks, and ``psum += matmul`` over the loop becomes one dot (:data:`VECTORISE`).
-* Other loops become ``lax.fori_loop`` whose carry holds the buffers the body writes; small
-  loop nests are unrolled at lowering time (static slices, more fusion), but not inside a
+* Other loops become ``lax.fori_loop`` whose carry holds the buffers the body writes; one-trip
+  loops are their body, small loop nests are unrolled at lowering time (static slices, more fusion), but not inside a
   rolled loop (:data:`NESTED_UNROLL_BUDGET`). Accesses whose bounds are proven
   in range at lowering time become (dynamic) slices; anything else (masks that may leave the
   tensor, ``//``/``%`` patterns, indirect ``Dyn`` indices) becomes gathers/scatters with
@@ -263,7 +263,9 @@ class _Lower(Buffers):
             self.block(loop.body)
 
         budget = NESTED_UNROLL_BUDGET if self.rolled else UNROLL_BUDGET
-        if len(r) * _size(loop.body, self) <= budget:
+        # why: a one-trip loop is its body; a fori_loop of one trip only adds a while loop
+        # (and the tracer's unrolled iterations make hundreds of them)
+        if len(r) == 1 or len(r) * _size(loop.body, self) <= budget:
             for v in r:
                 self.env[loop.var] = v
                 self.ranges[loop.var] = (v, v)
@@ -281,7 +283,6 @@ class _Lower(Buffers):
         """Run ``body`` ``n`` times as a ``lax.fori_loop`` carrying the buffers ``names``."""
         import jax.numpy as jnp
         from jax import lax
-        jax = _jax()
         for name in list(self.pending):
             self._flush(name)
         for name in names:
@@ -306,6 +307,10 @@ class _Lower(Buffers):
                 finally:
                     self.rolled -= 1
                 out = pack()
+                grow = [k for k, (c, o) in enumerate(zip(carry[0], out[0], strict=True))
+                        if c[1] is None and o[1] is not None]
+                if grow:
+                    raise _Grow(grow)
             finally:
                 self.bufs, self.flag, self.iter_id, self.declared = outer
                 for d, v in zip((self.env, self.ranges, self.iter_start), saved, strict=True):
@@ -317,16 +322,17 @@ class _Lower(Buffers):
 
         self.iter_id = jnp.asarray(self.iter_id, jnp.int32)
         carry = pack()
-        for _ in range(len(names) + 1):  # why: fixpoint of which carried inits are tracked
-            shape = jax.eval_shape(step, 0, carry)
-            grow = [k for k, (c, o) in enumerate(zip(carry[0], shape[0], strict=True))
-                    if c[1] is None and o[1] is not None]
-            if not grow:
+        # why: a body that starts tracking a carried buffer's written-mask needs that mask in
+        # the carry from the start; found while tracing (one trace in the common case, not
+        # an eval_shape per loop, which nested loops made exponential)
+        for _ in range(len(names) + 1):
+            try:
+                bufs, self.flag, self.iter_id = lax.fori_loop(0, n, step, carry)
                 break
-            for k in grow:
-                d, _, st = carry[0][k]
-                carry[0][k] = (d, jnp.ones(d.shape, bool), st)
-        bufs, self.flag, self.iter_id = lax.fori_loop(0, n, step, carry)
+            except _Grow as g:
+                for k in g.which:
+                    d, _, st = carry[0][k]
+                    carry[0][k] = (d, jnp.ones(d.shape, bool), st)
         for m, b in zip(names, bufs, strict=True):
             self.bufs[m] = list(b)
 
@@ -555,6 +561,14 @@ class _Lower(Buffers):
         return tuple(outs), jnp.asarray(self.flag)
 
 
+class _Grow(Exception):
+    """Raised while tracing a loop body: these carried buffers' written-masks must be carried."""
+
+    def __init__(self, which):
+        super().__init__(which)
+        self.which = which
+
+
 def _size(body, lw) -> int:
     """Instructions the lowered body emits (unrolled loops count every iteration)."""
     n = 0
@@ -563,7 +577,8 @@ def _size(body, lw) -> int:
             n += 1
         elif isinstance(s, Loop):
             inner = _size(s.body, lw)
-            n += s.trip_count * inner if s.trip_count * inner <= UNROLL_BUDGET else inner + 1
+            unrolled = s.trip_count * inner
+            n += unrolled if unrolled <= UNROLL_BUDGET or s.trip_count == 1 else inner + 1
     return n
 
 

@@ -203,6 +203,15 @@ class IndexExpr:
 
     def _int(self):
         c = E.const_value(self.expr) if not isinstance(self.expr, E.Pred) else None
+        if c is None and not E.iotas(self.expr) and not E.dyns(self.expr):
+            # why: as for `if`, a Python int of a loop variable is that iteration's value:
+            # the loops it names are traced unrolled (int(i), range(i), a list indexed by i)
+            ctx = C.current()
+            names = E.free_vars(self.expr)
+            loops = [] if ctx is None else [lp for lp in ctx.loops
+                                             if lp["var"] in names and lp.get("key")]
+            if loops and {lp["var"] for lp in loops} == set(names):
+                raise C.UnrollLoops(lp["key"] for lp in loops)
         if c is None:
             raise NkiError("err_dynamic_control_flow_not_supported",
                            f"'{E.to_str(self.expr)}' is symbolic and has no Python int value",
