@@ -23,7 +23,8 @@ then the pass rate and the reasons ranked by count. ``--deps`` names a ``pip ins
 aws-embedded-metrics, plotext, allpairspy); nothing is installed here.
 
 A ``.py`` file or folder of plain scripts is run as ``python FILE`` instead (exit 0 = pass),
-for kernels whose goldens are checked in their ``__main__`` (SDK / nki-samples tutorials).
+for kernels whose goldens are checked in their ``__main__`` (SDK / nki-samples tutorials); a
+script that prints a verdict with "differ" or "mismatch" fails too.
 """
 
 from __future__ import annotations
@@ -167,7 +168,12 @@ def run_scripts(path: pathlib.Path, timeout: int) -> list:
             r = subprocess.run([sys.executable, "-c", boot, str(f)], cwd=f.parent, env=env,
                                timeout=timeout, capture_output=True, text=True, check=False)
             tail = (r.stderr.strip().splitlines() or [""])[-1][:150]
-            rows.append((f.name, "pass" if r.returncode == 0 else "FAIL", tail))
+            # why: the SDK tutorials print their golden check ("NKI and Torch differ")
+            # instead of exiting non-zero
+            differ = re.search(r"^.*\b(differ|mismatch)\b.*$", r.stdout, re.I | re.M)
+            ok = r.returncode == 0 and not differ
+            why = tail if r.returncode else (f"printed: {differ.group(0)[:140]}" if differ else "")
+            rows.append((f.name, "pass" if ok else "FAIL", why))
         except subprocess.TimeoutExpired:
             rows.append((f.name, "FAIL", f"timeout after {timeout} s"))
     return rows
