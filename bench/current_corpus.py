@@ -15,7 +15,8 @@ goldens and tolerances.
 
 The test files are collected once (one pytest ``--collect-only`` run, cached as JSON next to
 the folder; ``--recollect`` refreshes it). Then the ``--per-file`` smallest cases of each file
-(by the product of the integers in the case id; the harness's own simulation skips excluded)
+(by the product of the integers in the case id; the harness's own simulation skips excluded;
+round-robin over the files, so a run stopped early still samples every file)
 run one per subprocess under ``--timeout`` seconds, ``-j`` at a time. The table has one row per
 case with the first line of the reason for each failure, then the files that do not import,
 then the pass rate and the reasons ranked by count. ``--deps`` names a ``pip install
@@ -103,10 +104,11 @@ def pick(cases: list, per_file: int, substr: str | None) -> list:
         if c["skip"] or (substr and substr not in c["id"]):
             continue
         by_file[c["file"]].append(c)
-    out = []
-    for f in sorted(by_file):
-        out += sorted(by_file[f], key=lambda c: size_key(c["id"]))[:per_file]
-    return out
+    ranked = {f: sorted(cs, key=lambda c: size_key(c["id"]))[:per_file]
+              for f, cs in sorted(by_file.items())}
+    # why: round-robin over the files (every file's smallest case first), so a run stopped
+    # early is still a sample of the whole corpus
+    return [cs[i] for i in range(per_file) for cs in ranked.values() if i < len(cs)]
 
 
 def run_case(folder, env, case, timeout) -> tuple:
