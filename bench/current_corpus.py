@@ -97,8 +97,8 @@ def size_key(case_id: str) -> tuple:
     return (math.prod(ints) if ints else 0, len(case_id), case_id)
 
 
-def pick(cases: list, per_file: int, substr: str | None) -> list:
-    """The ``per_file`` smallest runnable cases of each file."""
+def pick(cases: list, per_file: int, substr: str | None, skip: int = 0) -> list:
+    """The ``per_file`` smallest runnable cases of each file, less its ``skip`` smallest."""
     by_file = collections.defaultdict(list)
     for c in cases:
         if c["skip"] or (substr and substr not in c["id"]):
@@ -108,7 +108,7 @@ def pick(cases: list, per_file: int, substr: str | None) -> list:
               for f, cs in sorted(by_file.items())}
     # why: round-robin over the files (every file's smallest case first), so a run stopped
     # early is still a sample of the whole corpus
-    return [cs[i] for i in range(per_file) for cs in ranked.values() if i < len(cs)]
+    return [cs[i] for i in range(skip, per_file) for cs in ranked.values() if i < len(cs)]
 
 
 def run_case(folder, env, case, timeout) -> tuple:
@@ -143,7 +143,7 @@ def run_library(folder: pathlib.Path, a) -> tuple:
         tag = re.sub(r"\W+", "_", a.markers)
         cache = a.cache or folder.parent / f"{folder.name}.{tag}.collect.json"
         data = collect(folder, env, a.markers, cache, a.timeout * 20, a.recollect)
-        cases = pick(data["cases"], a.per_file, a.expr)
+        cases = pick(data["cases"], a.per_file, a.expr, a.skip)
         rows = [None] * len(cases)
         with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool:
             futs = {pool.submit(run_case, folder, env, c, a.timeout): i
@@ -222,6 +222,8 @@ def main(argv=None) -> int:
                     help="pytest -m expression (default: the fast cases that run the kernel; "
                          "trace_only/compile_only cases have no golden)")
     ap.add_argument("--per-file", type=int, default=2, help="smallest cases run per file")
+    ap.add_argument("--skip-smallest", dest="skip", type=int, default=0,
+                    help="leave out each file's N smallest cases (measured before)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per case")
     ap.add_argument("-j", dest="jobs", type=int, default=1, help="cases run at once")
     ap.add_argument("--cache", type=pathlib.Path, default=None, help="collection JSON")
