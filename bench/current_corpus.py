@@ -15,7 +15,8 @@ goldens and tolerances.
 
 The test files are collected once (one pytest ``--collect-only`` run, cached as JSON next to
 the folder; ``--recollect`` refreshes it). Then the ``--per-file`` smallest cases of each file
-(by the product of the integers in the case id; the harness's own simulation skips excluded)
+(by the product of the integers in the case id; the harness's own simulation skips excluded;
+round-robin over the files, so a run stopped early still samples every file)
 run one per subprocess under ``--timeout`` seconds, ``-j`` at a time. The table has one row per
 case with the first line of the reason for each failure, then the files that do not import,
 then the pass rate and the reasons ranked by count. ``--deps`` names a ``pip install
@@ -23,7 +24,8 @@ then the pass rate and the reasons ranked by count. ``--deps`` names a ``pip ins
 aws-embedded-metrics, plotext, allpairspy); nothing is installed here.
 
 A ``.py`` file or folder of plain scripts is run as ``python FILE`` instead (exit 0 = pass),
-for kernels whose goldens are checked in their ``__main__`` (SDK / nki-samples tutorials).
+for kernels whose goldens are checked in their ``__main__`` (SDK / nki-samples tutorials); a
+script that prints a verdict with "differ" or "mismatch" fails too.
 """
 
 from __future__ import annotations
@@ -95,17 +97,18 @@ def size_key(case_id: str) -> tuple:
     return (math.prod(ints) if ints else 0, len(case_id), case_id)
 
 
-def pick(cases: list, per_file: int, substr: str | None) -> list:
-    """The ``per_file`` smallest runnable cases of each file."""
+def pick(cases: list, per_file: int, substr: str | None, skip: int = 0) -> list:
+    """The ``per_file`` smallest runnable cases of each file, less its ``skip`` smallest."""
     by_file = collections.defaultdict(list)
     for c in cases:
         if c["skip"] or (substr and substr not in c["id"]):
             continue
         by_file[c["file"]].append(c)
-    out = []
-    for f in sorted(by_file):
-        out += sorted(by_file[f], key=lambda c: size_key(c["id"]))[:per_file]
-    return out
+    ranked = {f: sorted(cs, key=lambda c: size_key(c["id"]))[:per_file]
+              for f, cs in sorted(by_file.items())}
+    # why: round-robin over the files (every file's smallest case first), so a run stopped
+    # early is still a sample of the whole corpus
+    return [cs[i] for i in range(skip, per_file) for cs in ranked.values() if i < len(cs)]
 
 
 def run_case(folder, env, case, timeout) -> tuple:
@@ -140,7 +143,7 @@ def run_library(folder: pathlib.Path, a) -> tuple:
         tag = re.sub(r"\W+", "_", a.markers)
         cache = a.cache or folder.parent / f"{folder.name}.{tag}.collect.json"
         data = collect(folder, env, a.markers, cache, a.timeout * 20, a.recollect)
-        cases = pick(data["cases"], a.per_file, a.expr)
+        cases = pick(data["cases"], a.per_file, a.expr, a.skip)
         rows = [None] * len(cases)
         with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool:
             futs = {pool.submit(run_case, folder, env, c, a.timeout): i
@@ -167,7 +170,12 @@ def run_scripts(path: pathlib.Path, timeout: int) -> list:
             r = subprocess.run([sys.executable, "-c", boot, str(f)], cwd=f.parent, env=env,
                                timeout=timeout, capture_output=True, text=True, check=False)
             tail = (r.stderr.strip().splitlines() or [""])[-1][:150]
-            rows.append((f.name, "pass" if r.returncode == 0 else "FAIL", tail))
+            # why: the SDK tutorials print their golden check ("NKI and Torch differ")
+            # instead of exiting non-zero
+            differ = re.search(r"^.*\b(differ|mismatch)\b.*$", r.stdout, re.I | re.M)
+            ok = r.returncode == 0 and not differ
+            why = tail if r.returncode else (f"printed: {differ.group(0)[:140]}" if differ else "")
+            rows.append((f.name, "pass" if ok else "FAIL", why))
         except subprocess.TimeoutExpired:
             rows.append((f.name, "FAIL", f"timeout after {timeout} s"))
     return rows
@@ -214,6 +222,8 @@ def main(argv=None) -> int:
                     help="pytest -m expression (default: the fast cases that run the kernel; "
                          "trace_only/compile_only cases have no golden)")
     ap.add_argument("--per-file", type=int, default=2, help="smallest cases run per file")
+    ap.add_argument("--skip-smallest", dest="skip", type=int, default=0,
+                    help="leave out each file's N smallest cases (measured before)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per case")
     ap.add_argument("-j", dest="jobs", type=int, default=1, help="cases run at once")
     ap.add_argument("--cache", type=pathlib.Path, default=None, help="collection JSON")

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._src.collectives.rank_ctx import current_rank
 from .._src.collectives.trace import emit_collective, int_arg, reduce_op
+from .._src.current.registers import VirtualRegister
 from .._src.errors import NkiError, user_location
 from ..nki.nccl import channels, pairs_of
 
@@ -131,10 +133,15 @@ def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_
 
 
 def rank_id(name=None):
-    """This rank's id as a run-time register (not modelled: the workbench traces once)."""
-    raise NkiError("wb_unsupported", "nki.collectives.rank_id() returns a run-time register, "
-                   "which the workbench does not model", user_location(),
-                   "pass the rank id to the kernel as an argument")
+    """This rank's id, as the register the device loads it into.
+
+    Under :func:`nki_workbench.simulate_ranks` each rank is traced with its own id; a kernel
+    run alone is rank 0 of a world of one.
+
+    Returns:
+        VirtualRegister: holding the rank id (an int while tracing).
+    """
+    return VirtualRegister(current_rank())
 
 
 def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group,

@@ -104,6 +104,16 @@ def test_memory_budget_is_adjustable():
         SimParams(max_bytes=0)
 
 
+def test_no_memory_budget_on_request():
+    from nki_workbench._src.execution import check_memory, footprint
+    from nki_workbench._src.sim.interp import Program
+    prog = Program(nki.trace_kernel(scratch, A).kernel)
+    assert footprint(prog)[0] > 6 * 10**9  # the 6.4 GB scratch tile (and its mask)
+    with pytest.raises(NkiError, match="wb_memory_budget"):
+        check_memory(prog, SimParams())
+    check_memory(prog, SimParams(max_bytes=None))  # why: checked, not run (it would allocate)
+
+
 def _copy_kernel(a):
     out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
     nl.store(out, nl.load(a))

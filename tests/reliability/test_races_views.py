@@ -1,9 +1,10 @@
 """Races through views and multi-destination instructions.
 
-A write through ``t.reshape(...)``, an ``.ap()`` access pattern (today's API) or a second
-destination (``reduce_res``) is checked on the tensor it aliases, on both executors;
-``shuffle_affine`` shows each race changes results, and a view written at separate elements
-per iteration stays quiet (and compiled)."""
+A write through ``t.reshape(...)``, ``t.view(dtype)`` (same or another width), an ``.ap()``
+access pattern (today's API) or a second destination (``reduce_res``) is checked on the tensor
+it aliases, on both executors; ``shuffle_affine`` shows each race changes results, and a view
+written at separate elements per iteration stays quiet (and compiled; separate halves of each
+float32 through a bfloat16 view stay quiet too)."""
 
 import re
 import warnings
@@ -94,7 +95,50 @@ def read_through_a_view(a):
     return out
 
 
+def bitcast_narrow_overlap(a):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    v = out.view(nl.bfloat16)  # (128, 128): two bf16 per float32
+    src = a.view(nl.bfloat16)
+    for i in nl.affine_range(2):
+        t = nl.load(src[i * 64:i * 64 + 128, 0:96])
+        nl.store(v[:, i * 32:i * 32 + 96], t)  # view columns 32..95 written by both iterations
+    return out
+
+
+def bitcast_wide_overlap(a):
+    out = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf)
+    w = t.view(nl.float32)  # (128, 64): one float32 per two bf16
+    for i in nl.affine_range(2):
+        w[:, i * 16:i * 16 + 48] = nl.load(a[i * 64:i * 64 + 128, 0:48])  # 16..47 by both
+    nl.store(out, t)
+    return out
+
+
+def read_through_a_bitcast(a):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+    av = acc.view(nl.bfloat16)
+    acc[...] = nl.load(a[0:128, :])
+    for i in nl.affine_range(2):
+        prev = nl.copy(av[:, 0:64])  # reads what the other iteration may have written
+        av[:, 0:64] = nl.add(prev, nl.load(a.view(nl.bfloat16)[0:128, nl.ds(i * 64, 64)]))
+    nl.store(out, acc)
+    return out
+
+
 CASES = {
+    "read_through_a_bitcast": (read_through_a_bitcast, None, LoopCarriedDependencyWarning,
+                               r"'acc' \(through view 'av'\) is written in one nl.affine_range "
+                               r"iteration and read in another \(loop 'i': written by i=0 at "
+                               r"\S+:(\d+), read by i=1\)", "av[:, 0:64] = nl.add"),
+    "bitcast_narrow_overlap": (bitcast_narrow_overlap, None, LoopCarriedDependencyWarning,
+                               r"'out' \(through view 'v'\) is written at the same elements by "
+                               r"iterations i=0 \(at \S+:(\d+)\) and i=1",
+                               "nl.store(v[:, i * 32"),
+    "bitcast_wide_overlap": (bitcast_wide_overlap, None, LoopCarriedDependencyWarning,
+                             r"'t' \(through view 'w'\) is written at the same elements by "
+                             r"iterations i=\d \(at \S+:(\d+)\)", "w[:, i * 16:i * 16 + 48]"),
     "reshaped_hbm_overlap": (reshaped_hbm_overlap, None, LoopCarriedDependencyWarning,
                              r"'out' \(through view 'v'\) is written at the same elements by "
                              r"iterations i=0 \(at \S+:(\d+)\) and i=1", "nl.store(v[i * 16"),
@@ -154,7 +198,8 @@ def test_a_custom_ops_second_destination_is_checked(row_sums, backend):
     assert any(not np.array_equal(r, out) for r in shuffled)
 
 
-READ_AT = {"read_through_a_view": "prev = nl.copy(av"}
+READ_AT = {"read_through_a_view": "prev = nl.copy(av[:, 0, :])",
+           "read_through_a_bitcast": "prev = nl.copy(av[:, 0:64])"}
 
 
 def _line(snippet):
@@ -182,7 +227,7 @@ def test_race_through_a_view_warns_with_both_writers_and_the_line(name, backend)
     m = re.search(pattern, races[0])
     assert m, races[0]
     assert int(m.group(1)) == _line(line)
-    assert "different values" in races[0] or name == "read_through_a_view"
+    assert "different values" in races[0] or name.startswith("read_through")
     # a write through a whole view counts as written (no false "never written")
     assert not any(issubclass(w.category, UninitializedReadWarning) for w in rec)
 
@@ -221,6 +266,13 @@ def test_in_order_results_are_the_sequential_ones():
         np.testing.assert_allclose(_run("second_destination", SimParams()),
                                    np.exp(A[:128, 48:64]).sum(1, keepdims=True), rtol=1e-5)
         np.testing.assert_array_equal(_run("ap_spmd", SimParams()), A[64:192])
+        want = A[0:128].view(np.uint16).copy()
+        want[:, 32:128] = A[64:192].view(np.uint16)[:, 0:96]
+        np.testing.assert_array_equal(_run("bitcast_narrow_overlap", SimParams()).view(np.uint16),
+                                      want)
+        want = np.concatenate([A[0:128, 0:16], A[64:192, 0:48]], 1)
+        np.testing.assert_array_equal(_run("bitcast_wide_overlap", SimParams()).view(np.uint32),
+                                      want.view(np.uint32))
         both = _run("read_through_a_view", SimParams())
         np.testing.assert_allclose(both[:, :32], A[:128, :32] * 2 + A[:128, 32:64], rtol=1e-6)
 
@@ -257,3 +309,53 @@ def test_the_compiled_executor_leaves_view_races_to_the_interpreter():
     assert view_writes(k) == ["out"]
     assert "race tracking through views (writes to ['out']" in why_interpreted(k, SimParams())
     assert why_interpreted(k, SimParams(detect_races=False)) is None
+
+
+def bitcast_halves(a):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    v = out.view(nl.bfloat16).reshape((128, 64, 2))
+    src = a.view(nl.bfloat16)
+    for i in nl.affine_range(2):
+        nl.store(v[:, :, i], nl.load(src[0:128, nl.ds(i * 64, 64)]))  # one half of each float32
+    return out
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_iterations_writing_separate_halves_of_each_element_through_a_bitcast_are_quiet(backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LoopCarriedDependencyWarning)
+        warnings.simplefilter("ignore", CompiledFallbackWarning)
+        out = nki.simulate_kernel(bitcast_halves, A, params=SimParams(backend=backend,
+                                                                     races="error"))
+    halves = A[:128].view(np.uint16)
+    want = np.stack([halves[:, 0:64], halves[:, 64:128]], -1).reshape(128, 128)
+    np.testing.assert_array_equal(out.view(np.uint16), want)
+
+
+def test_the_compiled_executor_leaves_bitcast_view_races_to_the_interpreter():
+    for kern, name in ((bitcast_narrow_overlap, "out"), (bitcast_wide_overlap, "t")):
+        k = nki.trace_kernel(kern, A).kernel
+        assert view_writes(k) == [name]
+        assert f"race tracking through views (writes to ['{name}']" in why_interpreted(
+            k, SimParams())
+
+
+def bitcast_one_half(a):
+    out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+    v = out.view(nl.bfloat16).reshape((128, 64, 2))
+    nl.store(v[:, 0:32, 0], nl.load(a.view(nl.bfloat16)[0:128, 0:32]))  # low halves of 0..31
+    nl.store(v[:, 0:16, 1], nl.load(a.view(nl.bfloat16)[0:128, 0:16]))  # high halves of 0..15
+    return out
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_writes_through_a_bitcast_view_count_as_written(backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompiledFallbackWarning)
+        nki.simulate_kernel(bitcast_halves, A, params=SimParams(backend=backend,
+                                                               uninitialized="error"))
+        with pytest.raises(NkiError) as info:
+            nki.simulate_kernel(bitcast_one_half, A, params=SimParams(backend=backend,
+                                                                     uninitialized="error"))
+    # a float32 counts as written once both of its bf16 halves are: 16 of 64 per row
+    assert f"{128 * 48} of {128 * 64} elements were never written" in str(info.value)

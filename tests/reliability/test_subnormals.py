@@ -135,3 +135,77 @@ def test_checked_programs_stay_compiled_for_exact_zeros_and_normal_values(monkey
     out = nki.simulate_kernel(mul, a, a, params=SimParams(backend="jax"))
     np.testing.assert_array_equal(out, a * a)
     assert calls == []  # no flag: both ran compiled
+
+
+# ----------------------------------------------------------------------------- big arrays
+def big_add(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128, :],
+                 nl.add(nl.load(a[i * 128:(i + 1) * 128, :]), nl.load(b[i * 128:(i + 1) * 128, :])))
+    return out
+
+
+def big_mul(a, b):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        nl.store(out[i * 128:(i + 1) * 128, :],
+                 nl.multiply(nl.load(a[i * 128:(i + 1) * 128, :]),
+                             nl.load(b[i * 128:(i + 1) * 128, :])))
+    return out
+
+
+BIG = (4096, 2048)  # why: 8M elements: XLA splits each fusion over its intra-op threads
+
+
+def _big(dtype, lo, hi, seed):
+    """``BIG`` values of magnitude in [lo, hi) with random signs, as ``dtype``."""
+    rng = np.random.default_rng(seed)
+    mag = np.exp(rng.uniform(np.log(lo), np.log(hi), BIG)).astype(np.float32)
+    return (mag * rng.choice(np.float32([-1, 1]), BIG)).astype(dtype)
+
+
+def _numpy_ref(op, a, b, dtype):
+    """The exact float32 result of ``a op b`` rounded to ``dtype`` (numpy keeps subnormals)."""
+    r = np.add(a.astype(np.float32), b.astype(np.float32)) if op == "add" else \
+        np.multiply(a.astype(np.float32), b.astype(np.float32))
+    return r.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("op", ["add", "multiply"])
+def test_big_subnormal_inputs_are_kept_on_both_executors(op, dtype, monkeypatch):
+    monkeypatch.setattr(jax_exec, "_NOTICED", set())
+    tiny = float(np.finfo(np.float32).smallest_normal)
+    a = _big(dtype, tiny / 2**6, tiny, 1)  # every element subnormal (bf16: 7 bits, 2^-133)
+    b = _big(dtype, tiny / 2**6, tiny, 2) if op == "add" else _big(dtype, 0.5, 4, 2)
+    want = _numpy_ref(op, a, b, dtype)
+    assert np.count_nonzero(want.astype(np.float32)) > 0.9 * want.size
+    kern = big_add if op == "add" else big_mul
+    for backend in ("numpy", "jax"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompiledFallbackWarning)
+            out = nki.simulate_kernel(kern, a, b, params=SimParams(backend=backend))
+        np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8), err_msg=backend)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("op", ["add", "multiply"])
+def test_big_subnormal_results_of_normal_inputs_are_kept_when_checked(op, dtype, monkeypatch):
+    monkeypatch.setattr(numerics_jax, "CHECK_FLUSHES", True)
+    calls = _interpreter_runs(monkeypatch)
+    tiny = float(np.finfo(np.float32).smallest_normal)
+    if op == "add":  # normal operands 2^-7 apart in magnitude near 2^-125: subnormal sums
+        a = _big(dtype, 2 * tiny, 4 * tiny, 3)
+        b = (-a.astype(np.float32) * np.float32(1 - 2**-7)).astype(dtype)
+    else:  # products of normal operands below 2^-126
+        a, b = _big(dtype, 1e-20, 1e-19, 3), _big(dtype, 1e-20, 1e-19, 4)
+    assert subnormal_input(nki.trace_kernel(big_add, a, b).kernel, [a, b]) is None
+    want = _numpy_ref(op, a, b, dtype)
+    sub = np.abs(want.astype(np.float32)) < tiny
+    assert np.count_nonzero(want.astype(np.float32)[sub]) > 0.1 * want.size  # subnormals kept
+    kern = big_add if op == "add" else big_mul
+    for backend in ("numpy", "jax"):
+        out = nki.simulate_kernel(kern, a, b, params=SimParams(backend=backend))
+        np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8), err_msg=backend)
+    assert calls  # the compiled program flagged its flushed results; the interpreter re-ran

@@ -108,13 +108,51 @@ def test_collectives_over_two_ranks():
 
 def test_replica_group_and_unmodelled_calls_name_themselves():
     assert ncc.ReplicaGroup([[0, 1], [2, 3]]).replica_groups == ((0, 1), (2, 3))
+    with pytest.raises(NkiError, match="all_gather_v"):
+        nki.simulate(nki.jit(k_gather_v))(X)
 
-    def k(a):
-        ncc.rank_id()
-        return a
 
-    with pytest.raises(NkiError, match="rank_id"):
-        nki.simulate(nki.jit(k))(X)
+def k_gather_v(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    ncc.all_gather_v(srcs=[a], dsts=[out], replica_group=ncc.ReplicaGroup([[0]]),
+                     metadata_tensor=a)
+    return out
+
+
+def k_other_block(a):
+    """All-gather, then each rank keeps the block of the next rank (picked by ``rank_id``)."""
+    n = a.shape[0]
+    gathered = nl.ndarray((2 * n, a.shape[1]), a.dtype, buffer=nl.shared_hbm)
+    ncc.all_gather(srcs=[a], dsts=[gathered], replica_group=ncc.ReplicaGroup([[0, 1]]),
+                   collective_dim=0)
+    r = ncc.rank_id()
+    other = (int(r) + 1) % 2
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=gathered[other * n:(other + 1) * n, :])
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(10 * int(r)))
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_rank_id_is_each_ranks_own_id():
+    xs = [RNG.standard_normal((4, 8)).astype(np.float32) for _ in range(2)]
+    kern = nki.jit(k_other_block)
+    for _ in range(2):  # the second call reuses the kernel's per-rank traces
+        outs = nki_workbench.simulate_ranks(kern, [(x,) for x in xs])
+        np.testing.assert_allclose(outs[0], xs[1], rtol=1e-6)
+        np.testing.assert_allclose(outs[1], xs[0] + 10.0, rtol=1e-6)
+    # why: a kernel run alone is rank 0 of a world of one
+    np.testing.assert_allclose(nki.simulate(nki.jit(k_rank_alone))(X), X, rtol=1e-6)
+
+
+def k_rank_alone(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=float(1 + int(ncc.rank_id())))
+    nisa.dma_copy(dst=out, src=t)
+    return out
 
 
 def k_python_core_id(a):

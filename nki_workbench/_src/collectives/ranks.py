@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 
+from ..caching import lru_get, lru_put
 from ..dispatch import kernel_launch
 from ..encode import hardware_target
 from ..errors import NkiError
@@ -14,11 +15,14 @@ from ..execution import package_outputs, run
 from ..options import SimParams, legacy_target
 from ..runtime import bind_inputs, get_traced
 from .kinds import normalize_groups
+from .rank_ctx import tracing_rank
 from .sim import RankParams
 from .timing import timelines_of_ranks
 from .world import Aborted, World
 
 __all__ = ["simulate_ranks", "prepare_ranks", "rank_timelines"]
+
+_RANKS_KEY = ("simulate_ranks traces",)
 
 
 def _kernel_parts(kernel, grid, platform_target):
@@ -60,10 +64,20 @@ def prepare_ranks(kernel, rank_args, *, replica_groups=None, grid=None, platform
                            f"{bad[0]}, but rank_args has {n} rank(s)",
                            hint="give one argument tuple per rank")
     cache = {} if cache is None else cache
+    # why: traces made under a rank probe live apart, so "reads its rank" is known for each
+    sub = lru_get(cache, _RANKS_KEY)
+    sub = lru_put(cache, _RANKS_KEY, {}) if sub is None else sub
     per_rank = []
     for r, item in enumerate(rank_args):
         args, kwargs = _args_kwargs(item, r)
-        traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
+        with tracing_rank(r) as probe:
+            traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=sub)
+        if probe.read:
+            traced._wb_reads_rank = r
+        if getattr(traced, "_wb_reads_rank", r) != r:
+            # why: rank_id() was read while tracing another rank; this rank needs its own trace
+            with tracing_rank(r):
+                traced = get_traced(func, args, kwargs, grid=grid, target=target)
         per_rank.append((traced, args, kwargs))
     return func, grid, groups, per_rank
 

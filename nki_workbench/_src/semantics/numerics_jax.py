@@ -44,7 +44,7 @@ CHECK_FLUSHES = os.environ.get("NKI_WORKBENCH_CHECK_SUBNORMALS", "") not in ("",
 """Whether compiled programs check for flushed subnormal results (``False``, the default: such
 results are 0, unseen). On (``NKI_WORKBENCH_CHECK_SUBNORMALS=1``, or set this before a kernel's
 first compiled run), a flushed result makes the interpreter re-run the kernel, so results keep
-their subnormals; it costs about 3x on element-wise-heavy compiled kernels (measured)."""
+their subnormals; it costs 1.5-3x on element-wise compiled kernels (measured, docs/semantics.md)."""
 
 
 @contextlib.contextmanager

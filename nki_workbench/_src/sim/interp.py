@@ -403,6 +403,7 @@ class Program:
             v = ca.read(buf.data if buf.f32 is None else buf.f32, st.env, st.dyn)
         ok = None
         if buf.init is not None and not _races.view_fully_written(buf):
+            _races.pull_init(buf)  # why: a bitcast view's mask is its own copy (races.push_init)
             ok = ca.read(buf.init, st.env, st.dyn) if s is None else \
                 ca.read_masked(buf.init, s, st.env, st.dyn, fill=True)
             if sel is not None:
@@ -495,6 +496,8 @@ class Program:
             ca.write_masked(buf.data, res, s, st.env, st.dyn)
             if buf.init is not None:
                 ca.write_masked(buf.init, mark, s, st.env, st.dyn)
+        if buf.init is not None and _races.is_view(buf):
+            _races.push_init(buf)
         if racing is not None:
             _races.after_write(self, st, ca, buf, race, loc, racing)
 

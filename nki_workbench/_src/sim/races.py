@@ -7,10 +7,12 @@ instruction (its kernel line is ``Program.sites[site]``). Iteration ids grow in 
 order and are unique across the whole run, so "written by an earlier iteration of loop ``v``
 in this run of it" is ``loop_lo[v] < writer < iter_start[v]``.
 
-Writes and reads through a view (``t.reshape(...)``, a same-width ``t.view(dtype)``, views of
+Writes and reads through a view (``t.reshape(...)``, ``t.view(dtype)`` of any width, views of
 views) are tracked on the tensor the view aliases: the view's stamps are the root's stamp arrays
 in the view's shape (:func:`_arrays`), so an overlap is seen whichever name each write used. A
-bitcast to a dtype of another width changes the element count; such writes stay untracked.
+bitcast to a narrower dtype refines the root's stamps to that width (one stamp per narrow
+element, so writes of separate halves of one wide element never overlap); an access of wider
+elements sees each as its ``k`` stamps (``k`` component arrays).
 Several destinations of one instruction (``activation_reduce``'s ``reduce_res``...) are each a
 write with its own check. :func:`view_writes` names the tracked tensors a kernel writes
 through a view, which the compiled executor leaves to the interpreter.
@@ -30,7 +32,7 @@ from ..errors import LoopCarriedDependencyWarning, NkiError, SpmdRaceWarning, wa
 
 __all__ = ["SITE_BITS", "RaceSpec", "before_write", "after_write", "on_read",
            "enter_iteration", "is_view", "tracked_read", "view_writes", "indexed_write",
-           "view_fully_written"]
+           "view_fully_written", "push_init", "pull_init"]
 
 SITE_BITS = 20
 """Low bits of a stamp naming the writing instruction (a kernel has fewer write sites)."""
@@ -85,10 +87,12 @@ def _root(buf):
 
 
 def _arrays(buf, attr, create=False):
-    """The root's ``attr`` array (``stamp`` or ``owner``) seen in ``buf``'s shape.
+    """The root's ``attr`` array (``stamp`` or ``owner``) seen in ``buf``'s shape, as components.
 
-    ``None`` when the root has none yet (and ``create`` is false) or when the view changes the
-    element count (a bitcast to another width).
+    A list of ``k`` arrays in ``buf``'s shape, each a numpy view of the root's stamps (so writes
+    land there): component ``c`` holds stamp ``c`` of every element, ``k`` being how many stamps
+    one element of ``buf`` spans (1 unless the root's stamps were refined by a narrower bitcast
+    view). ``None`` when the root has none yet and ``create`` is false.
     """
     root = _root(buf)
     arr = getattr(root, attr)
@@ -97,11 +101,14 @@ def _arrays(buf, attr, create=False):
             return None
         arr = np.zeros(root.data.shape, dtype=np.int64)
         setattr(root, attr, arr)
-    if root is buf:
-        return arr
-    if arr.size != buf.data.size:
-        return None
-    return arr.reshape(buf.data.shape)  # why: a view of the root's stamps, so writes land there
+    if arr.size < buf.data.size:  # why: a narrower bitcast: one stamp per narrow element
+        arr = np.repeat(arr.reshape(-1), buf.data.size // arr.size)
+        setattr(root, attr, arr)
+    k = arr.size // buf.data.size
+    if k == 1:
+        return [arr if arr.shape == buf.data.shape else arr.reshape(buf.data.shape)]
+    flat = arr.reshape(-1, k)
+    return [flat[:, c].reshape(buf.data.shape) for c in range(k)]
 
 
 def _label(buf):
@@ -121,11 +128,47 @@ def view_fully_written(buf) -> bool:
     return False
 
 
+def _remask(mask, size, shape):
+    """The written-mask ``mask`` of some elements seen as ``size`` elements of the same bytes.
+
+    An element counts as written when every element it overlaps was (a wide element of two
+    narrow ones needs both).
+    """
+    flat = mask.reshape(-1)
+    if flat.size > size:
+        flat = flat.reshape(size, -1).all(1)
+    elif flat.size < size:
+        flat = np.repeat(flat, size // flat.size)
+    return flat.reshape(shape)
+
+
+def push_init(buf):
+    """After a write through view ``buf``: mark its written elements in the tensors it aliases.
+
+    A same-width view's mask is its base's (shared); a bitcast to another width holds its own
+    (another element count), so what it wrote must reach its base, up to the root.
+    """
+    while is_view(buf):
+        base = buf.stamp
+        if base.init is None or buf.init is None:
+            return
+        if not np.shares_memory(buf.init, base.init):
+            base.init |= _remask(buf.init, base.init.size, base.init.shape)
+        buf = base
+
+
+def pull_init(buf):
+    """Before a read through view ``buf``: add what was written through its root since."""
+    root = _root(buf)
+    if buf.init is not None and root.init is not None and root is not buf and \
+            not np.shares_memory(buf.init, root.init):
+        buf.init |= _remask(root.init, buf.init.size, buf.init.shape)
+
+
 def tracked_read(buf, names) -> bool:
     """Whether a read of ``buf`` in an affine body must check its stamps (``names``: tracked)."""
     root = _root(buf)
-    return isinstance(root.stamp, np.ndarray) and root.name in names and \
-        (root is buf or root.stamp.size == buf.data.size)
+    return isinstance(root.stamp, np.ndarray) and root.name in names
 
 
 def view_writes(kernel) -> list:
@@ -185,9 +228,6 @@ def before_write(st, ca, buf, sel, spec):
     """
     if buf.data.ndim == 0:
         return None
-    root = _root(buf)
-    if root is not buf and root.data.size != buf.data.size:
-        return None  # why: a bitcast to another width has no element-wise stamps
     hits = _hits(st, buf, spec, lambda arr: np.asarray(_region(ca, arr, sel, st, 0)))
     # why: masked-out lanes may lie outside the tensor (an edge guard): read only the selected ones
     before = np.array(_region(ca, buf.data, sel, st, 0)) if hits else None
@@ -202,9 +242,11 @@ def after_write(prog, st, ca, buf, spec, loc, token):
                         np.asarray(_region(ca, buf.data, sel, st, 0)), loc)
     site = spec.site
     if spec.stamp or spec.waw:
-        _put(ca, _arrays(buf, "stamp", True), (st.iter_id << SITE_BITS) | site, sel, st)
+        for arr in _arrays(buf, "stamp", True):
+            _put(ca, arr, (st.iter_id << SITE_BITS) | site, sel, st)
     if spec.spmd:
-        _put(ca, _arrays(buf, "owner", True), ((st.ordinal + 1) << SITE_BITS) | site, sel, st)
+        for arr in _arrays(buf, "owner", True):
+            _put(ca, arr, ((st.ordinal + 1) << SITE_BITS) | site, sel, st)
 
 
 def indexed_write(prog, st, buf, idx, spec, loc, write):
@@ -214,9 +256,7 @@ def indexed_write(prog, st, buf, idx, spec, loc, write):
     ``.ap()`` pattern, run-time indices or ``oob_mode``): the same checks as
     :func:`before_write` / :func:`after_write`.
     """
-    root = _root(buf)
-    if spec is None or not st.params.detect_races or buf.data.ndim == 0 or \
-            (root is not buf and root.data.size != buf.data.size):
+    if spec is None or not st.params.detect_races or buf.data.ndim == 0:
         write()
         return
     hits = _hits(st, buf, spec, lambda arr: arr[idx])
@@ -225,9 +265,11 @@ def indexed_write(prog, st, buf, idx, spec, loc, write):
     if hits:
         _report_changed(prog, st, buf, hits, before, buf.data[idx], loc)
     if spec.stamp or spec.waw:
-        _arrays(buf, "stamp", True)[idx] = (st.iter_id << SITE_BITS) | spec.site
+        for arr in _arrays(buf, "stamp", True):
+            arr[idx] = (st.iter_id << SITE_BITS) | spec.site
     if spec.spmd:
-        _arrays(buf, "owner", True)[idx] = ((st.ordinal + 1) << SITE_BITS) | spec.site
+        for arr in _arrays(buf, "owner", True):
+            arr[idx] = ((st.ordinal + 1) << SITE_BITS) | spec.site
 
 
 def _hits(st, buf, spec, take):
@@ -239,22 +281,39 @@ def _hits(st, buf, spec, take):
     hits = []
     stamps = _arrays(buf, "stamp") if spec.waw else None
     if stamps is not None:
-        old = take(stamps)
-        writer = old >> SITE_BITS
+        olds = [take(a) for a in stamps]
         for var in spec.waw:
             lo = st.loop_lo.get(var)
             if lo is not None:
-                hit = (writer > lo) & (writer < st.iter_start[var])
-                if hit.any():
+                hit, old = _any_hit(olds, lambda w, lo=lo, var=var:
+                                    (w > lo) & (w < st.iter_start[var]))
+                if hit is not None:
                     hits.append((var, hit, old))
     owner = _arrays(buf, "owner") if spec.spmd else None
     if owner is not None:
-        old = take(owner)
-        who = old >> SITE_BITS
-        hit = (who != 0) & (who != st.ordinal + 1)
-        if hit.any():
+        hit, old = _any_hit([take(a) for a in owner],
+                            lambda w: (w != 0) & (w != st.ordinal + 1))
+        if hit is not None:
             hits.append((None, hit, old))
     return hits
+
+
+def _any_hit(olds, test):
+    """``(hit mask, old stamps)`` over the components ``olds``; ``(None, None)`` if none hit.
+
+    An element hits when any of its components does; its old stamp is then one that hit.
+    """
+    hit, old = None, None
+    for o in olds:
+        h = test(o >> SITE_BITS)
+        if not h.any():
+            continue
+        if hit is None:
+            hit, old = h, o
+        else:
+            old = np.where(h & ~hit, o, old)
+            hit = hit | h
+    return hit, old
 
 
 def _report_changed(prog, st, buf, hits, before, after, loc):
@@ -295,10 +354,10 @@ def on_read(prog, st, ca, buf, loc, var):
     lo = st.loop_lo.get(var)
     if lo is None:
         return
-    stamps = np.asarray(ca.read(_arrays(buf, "stamp"), st.env, st.dyn))
-    writer = stamps >> SITE_BITS
-    carried = (writer > lo) & (writer < st.iter_start[var])
-    if np.any(carried):
+    carried, stamps = _any_hit([np.asarray(ca.read(a, st.env, st.dyn))
+                                for a in _arrays(buf, "stamp")],
+                               lambda w: (w > lo) & (w < st.iter_start[var]))
+    if carried is not None:
         first = int(stamps[tuple(np.argwhere(carried)[0])])
         w = first >> SITE_BITS
         where = prog.sites[first & _SITE_MASK]
