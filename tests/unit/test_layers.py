@@ -19,7 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "nki_workbench"
 # belongs to the layer of the longest entry that names it or one of its packages (entries in
 # EXACT name only themselves).
 LAYERS = (
-    ("base", ("_src", "_src.errors", "_src.dtypes", "_src.tree", "_src.platform", "_src.options",
+    ("base", ("_src", "_src.errors", "_src.dtypes", "_src.dtype_table", "_src.dtype_casts",
+              "_src.tree", "_src.platform", "_src.options",
               "_src.caching", "_src.pyast")),
     ("hw", ("_src.hw", "_src.hw.targets", "_src.hw.cost_targets")),
     ("ir", ("_src.ir",)),

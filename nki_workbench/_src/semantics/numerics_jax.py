@@ -235,7 +235,7 @@ def _fp8_narrow(x, dt):
     # why: the same (bits above the rounding position, sticky) table as dtypes.from_f32, so the
     # rounding is ml_dtypes' bit for bit
     mbits = 3 if dt == D.float8_e4m3 else 2
-    table = jnp.asarray(D._narrow_table(dt, mbits))
+    table = jnp.asarray(D.narrow_table(dt, mbits))
     rp = 22 - mbits
     bits = lax.bitcast_convert_type(x, jnp.uint32)
     key = (bits >> (rp - 1)) & jnp.uint32(0xFFFFFFFE)
@@ -244,7 +244,7 @@ def _fp8_narrow(x, dt):
 
 
 def _tf32_round(x):
-    # why: RNE of the mantissa to 10 bits with canonical NaN, as dtypes._round_tf32
+    # why: RNE of the mantissa to 10 bits with canonical NaN, as dtype_casts._round_tf32
     bits = lax.bitcast_convert_type(x, jnp.uint32)
     lsb = (bits >> 13) & jnp.uint32(1)
     rounded = (bits + jnp.uint32((1 << 12) - 1) + lsb) & jnp.uint32(0xFFFFE000)
