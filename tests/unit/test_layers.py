@@ -35,7 +35,7 @@ LAYERS = (
                           "_src.collectives.sim", "_src.collectives.world",
                           "_src.collectives.timing", "_src.collectives.lnc_sim")),
     ("encode", ("_src.encode",)),
-    ("runtime", ("_src.execution", "_src.runtime")),
+    ("runtime", ("_src.execution", "_src.runtime", "_src.neuron_device")),
     ("dispatch", ("_src.dispatch", "_src.current_jit", "_src.collectives",
                   "_src.collectives.ranks")),
     ("bridges", ("_src.bridges",)),
