@@ -268,7 +268,7 @@ def test_trace_validator_rejects_malformed_traces(bad, msg):
 @given(st.integers(-20, 20), st.integers(1, 9), st.integers(1, 12),
        st.integers(-20, 20), st.integers(1, 9), st.integers(1, 12))
 def test_region_overlap_matches_sets(a0, s0, n0, a1, s1, n1):
-    from nki_workbench._src.sim.timing import _ap_overlap, _overlap
+    from nki_workbench._src.sim.timing_stream import ap_overlap, regions_overlap
     want = bool(set(range(a0, a0 + s0 * n0, s0)) & set(range(a1, a1 + s1 * n1, s1)))
-    assert _ap_overlap(a0, s0, n0, a1, s1, n1) == want
-    assert _overlap(((0, 1, 4), (a0, s0, n0)), ((2, 1, 4), (a1, s1, n1))) == want
+    assert ap_overlap(a0, s0, n0, a1, s1, n1) == want
+    assert regions_overlap(((0, 1, 4), (a0, s0, n0)), ((2, 1, 4), (a1, s1, n1))) == want
