@@ -34,7 +34,7 @@ LAYERS = (
     ("executors + cost", ("_src.sim", "_src.hw.cost", "_src.collectives.semantics",
                           "_src.collectives.sim", "_src.collectives.world",
                           "_src.collectives.timing", "_src.collectives.lnc_sim")),
-    ("encode", ("_src.encode",)),
+    ("encode", ("_src.encode", "_src.backend_config")),
     ("runtime", ("_src.execution", "_src.runtime", "_src.neuron_device")),
     ("dispatch", ("_src.dispatch", "_src.current_jit", "_src.collectives",
                   "_src.collectives.ranks")),
