@@ -131,7 +131,7 @@ def timelines_of_ranks(per_rank, groups, *, target=None, cores=None) -> list:
     for r, (traced, _, _) in enumerate(per_rank):
         k = traced.kernel
         t = cost_target(target or k.target)
-        if T._data_dependent(k):
+        if T.data_dependent(k):
             raise NkiError("wb_collective_timeline",
                            f"rank_timelines: kernel '{k.name}' reads indices from tensor data; "
                            "per-rank timelines need a data-independent instruction stream",

@@ -35,6 +35,7 @@ import numpy as np
 from ..hw.cost import CostTarget, cost_target
 from .perfetto import Event, Timeline
 from .timing_stream import TRACK_NAMES, Record, collect, no_gc, regions_overlap
+from .timing_stream import data_dependent as data_dependent  # why: collectives.timing asks it
 
 __all__ = ["Event", "Timeline", "timeline", "estimate_latency_us", "collect", "schedule",
            "TRACK_NAMES"]

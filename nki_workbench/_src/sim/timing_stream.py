@@ -266,7 +266,7 @@ def no_gc():
             gc.enable()
 
 
-def _data_dependent(kernel: Kernel) -> bool:
+def data_dependent(kernel: Kernel) -> bool:
     """Whether the instruction stream depends on tensor data (run-time indices)."""
     for st in walk_stmts(kernel.body):
         if isinstance(st, Inst):
@@ -317,7 +317,7 @@ def collect(kernel: Kernel, inputs=None, target=None, *, simulate: bool | None =
     """
     t = cost_target(target or kernel.target)
     if simulate is None:
-        simulate = inputs is not None or _data_dependent(kernel)
+        simulate = inputs is not None or data_dependent(kernel)
     decls = kernel.decls()
     pdecls = _priced_decls(kernel, decls, t)
     scopes, loops = _scopes_and_loops(kernel.body)
