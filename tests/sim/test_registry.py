@@ -44,7 +44,7 @@ def test_one_value_rule_or_a_declared_special_path(op):
 
 @pytest.mark.parametrize("op", ALL)
 def test_one_cost_entry(op):
-    assert op in COSTS, f"opcode '{op}' has no cost entry (hw/cost.py)"
+    assert op in COSTS, f"opcode '{op}' has no cost entry (hw/cost_table.py)"
 
 
 def test_what_cannot_compile_is_declared():
