@@ -1,4 +1,8 @@
-"""Tracing from many threads at once: each thread has its own trace context, none leaks."""
+"""Tracing from many threads at once: each thread has its own trace context, none leaks.
+
+Every entry point (``simulate_kernel``, ``inspect``, ``simulate_backend_config``, the torch op,
+the JAX bridge inline and through its callback) runs 8 threads x 20 cold calls.
+"""
 
 import sys
 import threading
@@ -127,6 +131,24 @@ def test_torch_op_from_eight_threads():
         cfg = PyTorchXLAKernel(k, platform_target="trn1").dump_config(a).backend_config
         (out,) = torch.ops.nki_workbench.kernel_call(cfg, [a])
         return out.numpy()
+
+    def check(t, r, out):
+        np.testing.assert_allclose(out, A * np.float32(_scale(t, r)), rtol=1e-6)
+    _hammer(call, check)
+
+
+@pytest.mark.parametrize("backend", [None, "numpy"], ids=["inline", "callback"])
+def test_jax_bridge_from_eight_threads(backend):
+    jax = pytest.importorskip("jax")
+    from nki_workbench import SimParams
+
+    params = SimParams(backend=backend) if backend else None
+    a = jax.numpy.asarray(A)
+
+    def call(t, r):
+        # a new kernel and a new jax.jit per call: every call traces, lowers and compiles
+        k = nki.jit(_fresh_kernel(_scale(t, r)).func, mode="jax", sim_params=params)
+        return np.asarray(jax.jit(lambda x: k(x))(a))
 
     def check(t, r, out):
         np.testing.assert_allclose(out, A * np.float32(_scale(t, r)), rtol=1e-6)
