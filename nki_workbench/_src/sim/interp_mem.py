@@ -100,9 +100,11 @@ class MemoryTraffic:
         if res_dtype is not None and res.dtype != _storage(res_dtype):
             res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
         if binds and sel is None and acc_mode is None:
-            if res.dtype != _storage(decl.dtype) or res_dtype is None:
-                res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
-                    D.from_f32(res, decl.dtype)
+            if res.dtype != np.float32 or decl.dtype != "float32":
+                # why: from_f32 to float32 is the identity (and costs an errstate)
+                if res.dtype != _storage(decl.dtype) or res_dtype is None:
+                    res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
+                        D.from_f32(res, decl.dtype)
             if res.shape != tuple(decl.shape):
                 res = np.broadcast_to(res, ca.shape).reshape(decl.shape)
             if not res.flags.writeable or res.base is not None:
@@ -143,13 +145,14 @@ class MemoryTraffic:
             racing = _races.before_write(st, ca, buf, None if sel is None else _fit(
                 sel, ca.grid), race)
         if sel is None:
-            ca.write(buf.data, res, st.env, st.dyn)
-            if buf.init is not None:
-                if mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)) and \
-                        not _races.is_view(buf):  # why: a view's init is its root's, shared
-                    buf.init = None
-                else:
-                    ca.write(buf.init, mark, st.env, st.dyn)
+            if buf.init is None:
+                ca.write(buf.data, res, st.env, st.dyn)
+            elif mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)) and \
+                    not _races.is_view(buf):  # why: a view's init is its root's, shared
+                ca.write(buf.data, res, st.env, st.dyn)
+                buf.init = None
+            else:
+                ca.write_marked(buf.data, buf.init, res, mark, st.env, st.dyn)
         else:
             s = _fit(sel, ca.grid)
             ca.write_masked(buf.data, res, s, st.env, st.dyn)
