@@ -115,7 +115,8 @@ class InstRunners(MemoryTraffic):
         if mask is None and len(outs) == 1:
             readers = tuple(_reader(kind, x, in_affine) for kind, x in ins)
             (ca0, decl0), spec0 = outs[0], specs[0]
-            write = reader._write
+            write, bind = reader._write, reader._bind
+            bind_only = binds and acc_mode is None
 
             def fast(st):
                 # why: the common case decided once: no mask, one output, every input fully
@@ -144,8 +145,11 @@ class InstRunners(MemoryTraffic):
                     return
                 if binds and _is_one_of(res, vals):
                     res = np.array(res)  # why: a new tile must not alias its source buffer
-                write(st, ca0, decl0, res, res_dtype, acc_mode, ex.out_sel, binds, loc,
-                      in_affine, outer_sets, None, spec0, zero_start=zero_start)
+                if bind_only and ex.out_sel is None:
+                    bind(st, ca0, decl0, res, res_dtype)
+                else:
+                    write(st, ca0, decl0, res, res_dtype, acc_mode, ex.out_sel, binds, loc,
+                          in_affine, outer_sets, None, spec0, zero_start=zero_start)
             runner = fast
         else:
             runner = run
@@ -172,7 +176,10 @@ class InstRunners(MemoryTraffic):
                 return general(st)
             if st.observer is not None:
                 st.observer(inst, st)
-            buf = Buf(name, src_ca.read(src.data, st.env, st.dyn).reshape(shape))
+            v = src_ca.read(src.data, st.env, st.dyn)
+            if type(v) is not np.ndarray or v.shape != shape or v is src.data:
+                v = v.reshape(shape)  # why: the tile is a new view (base: the input's memory)
+            buf = Buf(name, v)
             if src.f32 is not None:
                 buf.f32 = src_ca.read(src.f32, st.env, st.dyn).reshape(shape)
             st.bufs[name] = buf
@@ -239,13 +246,14 @@ def _reader(kind, x, in_affine):
     if kind == "expr":
         return lambda st: np.asarray(E.evaluate(x, st.env, st.dyn))
     name, read, stamped = x.tensor, x.read, bool(in_affine)
+    whole = x.shape if x.whole else None
 
     def rd(st):
         buf = st.bufs.get(name)
         if buf is None or buf.init is not None or (stamped and buf.stamp is not None):
             return None  # why: unallocated, partly written or race-stamped: MemoryTraffic._read
-        f = buf.f32
-        return read(buf.data if f is None else f, st.env, st.dyn)
+        d = buf.data if buf.f32 is None else buf.f32
+        return d if d.shape == whole else read(d, st.env, st.dyn)  # (a whole read is the data)
     return rd
 
 

@@ -92,27 +92,34 @@ class MemoryTraffic:
              "initialise the tile (nl.zeros / nisa.memset) or mask the read the same way as "
              "the write")
 
+    def _bind(self, st, ca, decl, res, res_dtype, ok=None):
+        """An unmasked, non-accumulating write that creates tile ``ca.tensor`` (``ok``: taint)."""
+        res = np.asarray(res)
+        if res_dtype is not None and res.dtype != _storage(res_dtype):
+            res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
+        if res.dtype != np.float32 or decl.dtype != "float32":
+            # why: from_f32 to float32 is the identity (and costs an errstate)
+            if res.dtype != _storage(decl.dtype) or res_dtype is None:
+                res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
+                    D.from_f32(res, decl.dtype)
+        if res.shape != tuple(decl.shape):
+            res = np.broadcast_to(res, ca.shape).reshape(decl.shape)
+        if not res.flags.writeable or res.base is not None:
+            res = np.array(res)
+        init = None if ok is None else np.array(np.broadcast_to(ok, ca.shape)).reshape(
+            decl.shape)
+        st.bufs[ca.tensor] = Buf(ca.tensor, res, init)
+
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
                outer_sets, ok=None, race=None, zero_start=False):
         res = np.asarray(res)
         if sel is not None and _fit(sel, ca.grid) is None:
             sel = None  # why: a mask over the inputs' grid (a reduction's) does not mask the output
+        if binds and sel is None and acc_mode is None:
+            self._bind(st, ca, decl, res, res_dtype, ok)
+            return
         if res_dtype is not None and res.dtype != _storage(res_dtype):
             res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
-        if binds and sel is None and acc_mode is None:
-            if res.dtype != np.float32 or decl.dtype != "float32":
-                # why: from_f32 to float32 is the identity (and costs an errstate)
-                if res.dtype != _storage(decl.dtype) or res_dtype is None:
-                    res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
-                        D.from_f32(res, decl.dtype)
-            if res.shape != tuple(decl.shape):
-                res = np.broadcast_to(res, ca.shape).reshape(decl.shape)
-            if not res.flags.writeable or res.base is not None:
-                res = np.array(res)
-            init = None if ok is None else np.array(np.broadcast_to(ok, ca.shape)).reshape(
-                decl.shape)
-            st.bufs[ca.tensor] = Buf(ca.tensor, res, init)
-            return
         buf = st.bufs[ca.tensor]
         buf.writable()
         if acc_mode == "add" and sel is None and ok is None and buf.init is None and \
