@@ -24,6 +24,8 @@ from .specials import SPECIAL
 
 __all__ = ["InstRunners"]
 
+_F32 = np.dtype(np.float32)
+
 
 class InstRunners(MemoryTraffic):
     """Compiles instructions into runners (a base of :class:`.interp.Program`)."""
@@ -72,17 +74,8 @@ class InstRunners(MemoryTraffic):
         out_shape0 = tuple(outs[0][1].shape) if outs else None
         zero_start = starts_accumulation_group(inst, self.decls)
 
-        def run(st):
-            env = st.env
-            sel = None
-            if mask is not None:
-                sel = np.asarray(E.evaluate(mask, env, st.dyn), dtype=bool)
-                if sel.all():
-                    sel = None
-                elif not sel.any():  # why: masked off (e.g. another LNC core's body)
-                    if st.observer is not None:
-                        st.observer(inst, st)
-                    return
+        def general(st, sel):
+            """Everything after the mask (``sel``: the lanes it selects, ``None``: all)."""
             vals, taints = reader._operands(st, ins, sel, loc, in_affine, outer_sets)
             if st.observer is not None:
                 st.observer(inst, st)
@@ -112,30 +105,33 @@ class InstRunners(MemoryTraffic):
                     res = np.array(res)  # why: a new tile must not alias its source buffer
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
                               in_affine, outer_sets, out_ok, specs[k], zero_start=zero_start)
-        if mask is None and len(outs) == 1:
+
+        fast = None
+        if len(outs) == 1:
             readers = tuple(_reader(kind, x, in_affine) for kind, x in ins)
             (ca0, decl0), spec0 = outs[0], specs[0]
             write, bind = reader._write, reader._bind
             bind_only = binds and acc_mode is None
 
             def fast(st):
-                # why: the common case decided once: no mask, one output, every input fully
+                # why: the common case decided once: all lanes, one output, every input fully
                 # written and unstamped (else the general path runs, before any side effect)
                 vals = []
                 for rd in readers:
                     v = rd(st)
                     if v is None:
-                        return run(st)
+                        return general(st, None)
                     vals.append(v)
                 if st.observer is not None:
                     st.observer(inst, st)
                 ex = Ex(inst, vals, None, st, out_shapes, attrs)
                 if reuse:
                     prev = st.bufs.get(out_name)
-                    if prev is not None and prev.data.shape == out_shape0 and \
-                            prev.data.dtype == np.float32 and prev.data.base is None and \
-                            not _is_one_of(prev.data, vals):
-                        ex.out = prev.data
+                    if prev is not None:
+                        d = prev.data
+                        if d.dtype is _F32 and d.shape == out_shape0 and d.base is None and \
+                                not _is_one_of(d, vals):
+                            ex.out = d
                 res = fn(NUMPY, ex)
                 if isinstance(res, tuple):
                     if not res:
@@ -150,9 +146,20 @@ class InstRunners(MemoryTraffic):
                 else:
                     write(st, ca0, decl0, res, res_dtype, acc_mode, ex.out_sel, binds, loc,
                           in_affine, outer_sets, None, spec0, zero_start=zero_start)
-            runner = fast
-        else:
-            runner = run
+        after_mask = fast if fast is not None else (lambda st: general(st, None))
+
+        def run(st):
+            if mask is None:
+                return after_mask(st)
+            sel = np.asarray(E.evaluate(mask, st.env, st.dyn), dtype=bool)
+            if sel.all():
+                return after_mask(st)  # why: an all-true mask (most tiles of a guarded loop)
+            if not sel.any():  # why: masked off (e.g. another LNC core's body)
+                if st.observer is not None:
+                    st.observer(inst, st)
+                return
+            general(st, sel)
+        runner = after_mask if mask is None else run
         if binds and inst.op == "load" and mask is None and acc_mode is None and \
                 len(ins) == 1 and ins[0][0] == "acc" and ins[0][1].tensor in self.param_names:
             return self._zero_copy_load(inst, ins[0][1], outs[0], res_dtype, runner)

@@ -21,6 +21,8 @@ from .memory import storage as _storage
 
 __all__ = ["MemoryTraffic"]
 
+_F32 = np.dtype(np.float32)
+
 
 class MemoryTraffic:
     """Reads and writes of compiled accesses (a base of :class:`.interp.Program`)."""
@@ -97,7 +99,7 @@ class MemoryTraffic:
         res = np.asarray(res)
         if res_dtype is not None and res.dtype != _storage(res_dtype):
             res = D.from_f32(res, res_dtype) if res.dtype == np.float32 else D.cast(res, res_dtype)
-        if res.dtype != np.float32 or decl.dtype != "float32":
+        if res.dtype is not _F32 or decl.dtype != "float32":
             # why: from_f32 to float32 is the identity (and costs an errstate)
             if res.dtype != _storage(decl.dtype) or res_dtype is None:
                 res = D.cast(res, decl.dtype) if res.dtype != np.float32 else \
