@@ -115,8 +115,9 @@ class MemoryTraffic:
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
                outer_sets, ok=None, race=None, zero_start=False):
         res = np.asarray(res)
-        if sel is not None and _fit(sel, ca.grid) is None:
-            sel = None  # why: a mask over the inputs' grid (a reduction's) does not mask the output
+        if sel is not None:
+            # why: a mask over the inputs' grid (a reduction's) does not mask the output
+            sel = _fit(sel, ca.grid)  # (broadcast once: the writes below use it as is)
         if binds and sel is None and acc_mode is None:
             self._bind(st, ca, decl, res, res_dtype, ok)
             return
@@ -151,8 +152,7 @@ class MemoryTraffic:
             mark = True
         racing = None
         if race is not None and acc_mode is None and st.params.detect_races:
-            racing = _races.before_write(st, ca, buf, None if sel is None else _fit(
-                sel, ca.grid), race)
+            racing = _races.before_write(st, ca, buf, sel, race)
         if sel is None:
             if buf.init is None:
                 ca.write(buf.data, res, st.env, st.dyn)
@@ -163,10 +163,9 @@ class MemoryTraffic:
             else:
                 ca.write_marked(buf.data, buf.init, res, mark, st.env, st.dyn)
         else:
-            s = _fit(sel, ca.grid)
-            ca.write_masked(buf.data, res, s, st.env, st.dyn)
+            ca.write_masked(buf.data, res, sel, st.env, st.dyn)
             if buf.init is not None:
-                ca.write_masked(buf.init, mark, s, st.env, st.dyn)
+                ca.write_masked(buf.init, mark, sel, st.env, st.dyn)
         if buf.init is not None and _races.is_view(buf):
             _races.push_init(buf)
         if racing is not None:
