@@ -199,3 +199,17 @@ def test_one_var_keys_match_the_general_key_loop():
                     ca.one_var = saved
             assert got[0] == got[1], (index, decl, env)
     assert planned > 200
+
+
+@pytest.mark.parametrize("name,fill", [("float32", np.nan), ("bfloat16", np.nan),
+                                       ("float8_e4m3", np.nan), ("int32", -2 ** 31),
+                                       ("uint8", 255), ("int8", -128), ("bool", False)])
+def test_fresh_buffers_hold_the_poison_of_their_dtype(name, fill):
+    from nki_workbench._src import dtypes as D
+    from nki_workbench._src.sim.memory import poison
+    st = D.storage_dtype(D.from_name(name))
+    got, again = poison((4, 3), name), poison((4, 3), name)
+    assert got is not again and got.dtype == st and got.shape == (4, 3)
+    assert got.tobytes() == np.full((4, 3), fill, dtype=st).tobytes()
+    got[0, 0] = 1  # a new array each time: writing one leaves the next untouched
+    assert poison((4, 3), name).tobytes() == again.tobytes()

@@ -16,9 +16,8 @@ from .analysis import read_and_written, root
 from .analysis import root as _analysis_root
 from .interp_inst import InstRunners
 from .liveness import free_plan
-from .memory import Buf
+from .memory import Buf, poisoner
 from .memory import decode_const as _decode_const
-from .memory import poison as _poison
 
 __all__ = ["Planner"]
 
@@ -107,13 +106,13 @@ class Planner(InstRunners):
                 st.bufs[name] = view
             return run
         shared = decl.buffer == "shared_hbm" or decl.kind in ("output",)
-        shape, dtn = decl.shape, decl.dtype
+        shape, fresh = decl.shape, poisoner(tuple(decl.shape), decl.dtype)
 
         def run(st):
             if shared and name in st.shared:
                 st.bufs[name] = st.shared[name]
                 return
-            buf = Buf(name, _poison(shape, dtn), np.zeros(shape, dtype=bool))
+            buf = Buf(name, fresh(), np.zeros(shape, dtype=bool))
             if shared:
                 # why: SPMD programs may run as threads; setdefault is atomic, so every program
                 # gets the one shared buffer even when two allocate it at the same time
