@@ -110,8 +110,10 @@ class InstRunners(MemoryTraffic):
         if len(outs) == 1:
             readers = tuple(_reader(kind, x, in_affine) for kind, x in ins)
             (ca0, decl0), spec0 = outs[0], specs[0]
-            write, bind = reader._write, reader._bind
-            bind_only = binds and acc_mode is None
+            write = reader._write
+            bind = reader._binder(ca0, decl0, res_dtype) if binds and acc_mode is None else None
+            store = reader._storer(ca0, decl0, loc, in_affine, outer_sets, spec0) \
+                if not binds and acc_mode is None and res_dtype is None else None
 
             def fast(st):
                 # why: the common case decided once: all lanes, one output, every input fully
@@ -141,8 +143,10 @@ class InstRunners(MemoryTraffic):
                     return
                 if binds and _is_one_of(res, vals):
                     res = np.array(res)  # why: a new tile must not alias its source buffer
-                if bind_only and ex.out_sel is None:
-                    bind(st, ca0, decl0, res, res_dtype)
+                if ex.out_sel is None and bind is not None:
+                    bind(st, res)
+                elif ex.out_sel is None and store is not None:
+                    store(st, res)
                 else:
                     write(st, ca0, decl0, res, res_dtype, acc_mode, ex.out_sel, binds, loc,
                           in_affine, outer_sets, None, spec0, zero_start=zero_start)

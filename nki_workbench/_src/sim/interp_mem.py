@@ -112,6 +112,43 @@ class MemoryTraffic:
             decl.shape)
         st.bufs[ca.tensor] = Buf(ca.tensor, res, init)
 
+    def _binder(self, ca, decl, res_dtype):
+        """``bind(st, res)``: :meth:`_bind` of one instruction's output, its facts decided once.
+
+        A float32 result that is already a tile of the declared shape becomes the tile as is.
+        """
+        name, shape, bind = ca.tensor, tuple(decl.shape), self._bind
+        f32 = decl.dtype == "float32" and res_dtype in (None, "float32")
+
+        def run(st, res):
+            if f32 and type(res) is np.ndarray and res.dtype is _F32 and res.shape == shape \
+                    and res.base is None and res.flags.writeable:
+                st.bufs[name] = Buf(name, res)
+            else:
+                bind(st, ca, decl, res, res_dtype)
+        return run
+
+    def _storer(self, ca, decl, loc, in_affine, outer_sets, race):
+        """``store(st, res)``: :meth:`_write` of an unmasked, non-accumulating, undtyped write.
+
+        The write goes into an existing tensor; its facts are decided once. A result of the
+        tensor's dtype with no race check to run is written directly.
+        """
+        name, write = ca.tensor, self._write
+
+        def run(st, res):
+            buf = st.bufs.get(name)
+            if buf is None or type(res) is not np.ndarray or res.dtype is not buf.data.dtype \
+                    or (race is not None and st.params.detect_races):
+                write(st, ca, decl, res, None, None, None, False, loc, in_affine, outer_sets,
+                      None, race)
+                return
+            buf.writable()
+            _write_all(st, ca, buf, res, True)
+            if buf.init is not None and _races.is_view(buf):
+                _races.push_init(buf)
+        return run
+
     def _write(self, st, ca, decl, res, res_dtype, acc_mode, sel, binds, loc, in_affine,
                outer_sets, ok=None, race=None, zero_start=False):
         res = np.asarray(res)
@@ -154,14 +191,7 @@ class MemoryTraffic:
         if race is not None and acc_mode is None and st.params.detect_races:
             racing = _races.before_write(st, ca, buf, sel, race)
         if sel is None:
-            if buf.init is None:
-                ca.write(buf.data, res, st.env, st.dyn)
-            elif mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)) and \
-                    not _races.is_view(buf):  # why: a view's init is its root's, shared
-                ca.write(buf.data, res, st.env, st.dyn)
-                buf.init = None
-            else:
-                ca.write_marked(buf.data, buf.init, res, mark, st.env, st.dyn)
+            _write_all(st, ca, buf, res, mark)
         else:
             ca.write_masked(buf.data, res, sel, st.env, st.dyn)
             if buf.init is not None:
@@ -170,6 +200,18 @@ class MemoryTraffic:
             _races.push_init(buf)
         if racing is not None:
             _races.after_write(self, st, ca, buf, race, loc, racing)
+
+
+def _write_all(st, ca, buf, res, mark):
+    """Every lane of ``res`` into the region; ``mark`` (True or a mask) into the written-mask."""
+    if buf.init is None:
+        ca.write(buf.data, res, st.env, st.dyn)
+    elif mark is True and (ca.whole or (ca.fast and ca.size == buf.data.size)) and \
+            not _races.is_view(buf):  # why: a view's init is its root's, shared
+        ca.write(buf.data, res, st.env, st.dyn)
+        buf.init = None
+    else:
+        ca.write_marked(buf.data, buf.init, res, mark, st.env, st.dyn)
 
 
 def _fit(sel, grid):
