@@ -471,7 +471,39 @@ def k_act_regs(a, b):
 
 
 def test_activation_registers_fall_back():
-    _falls_back(k_act_regs, (rand(128, 64), rand(128, 64)), "reduce_cmd/reduce_res")
+    _falls_back(k_act_regs, (rand(128, 64), rand(128, 64)), "reduce_cmd=reduce")
+
+
+def k_act_reduce(a, v):
+    # activation_reduce (a fresh register chain each time) over row tiles, one masked
+    n, f = a.shape
+    o = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.ndarray((n, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:f]
+    i_q, i_r = nl.mgrid[0:128, 0:2]
+    for t in nl.affine_range(n // 128):
+        x = nl.load(a[t * 128 + i_p, i_f])
+        r = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.sbuf)
+        y = nisa.activation_reduce(op=nl.relu, data=x, reduce_op=np.add, reduce_res=r[:, 0:1],
+                                   bias=nl.load(v[t * 128:(t + 1) * 128, 0:1]), scale=2.0)
+        nisa.activation_reduce(op=nl.copy, data=x[i_p, i_f], reduce_op=np.add,
+                               reduce_res=r[:, 1:2], mask=i_f < f - 3)
+        nl.store(o[t * 128 + i_p, i_f], y)
+        nl.store(s[t * 128 + i_q, i_r], r)
+    return o, s
+
+
+def test_activation_reduce_compiles_and_matches_the_interpreter():
+    a, v = rand(384, 96, scale=4), rand(384, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref, out = _run_both(k_act_reduce, (a, v))
+    _check(ref, out, 0)
+    y = np.maximum(a.astype(np.float64) * 2 + v, 0)
+    np.testing.assert_allclose(out["o"], y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out["s"][:, 0], y.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(out["s"][:, 1], a[:, :93].astype(np.float64).sum(1), rtol=1e-5,
+                               atol=1e-4)
 
 
 def test_activation_range_checked_op_falls_back_and_warns():

@@ -3,7 +3,8 @@
 activation / activation_reduce, nc_matmul, nc_transpose, range_select, select_reduce. The
 activation functions are nl's unary value rules (one table); ``reduce_cmd`` chains read and write
 the per-engine accumulator registers, an executor service only the interpreter offers
-(``ex.state.regs``), so those variants are interpreter-only (:data:`.isa_props.INTERPRETER_ONLY`).
+(``ex.state.regs``), so the variants that read them are interpreter-only; ``reset_reduce``
+(a fresh chain, as ``activation_reduce`` always starts) needs no earlier state and compiles.
 Data-dependent checks (the activation valid range, nc_matmul's ``is_*`` hints) warn through
 ``P.concrete``: the compiled backend hands such kernels to the interpreter.
 """
@@ -23,28 +24,49 @@ __all__ = ["regs", "readout"]
 
 
 # ----------------------------------------------------------------------------- registers
+_RESET = {"add": 0.0, "maximum": -np.inf, "minimum": np.inf, "multiply": 1.0}
+
+
 def regs(P, ex, engine, p, op, cmd, red):
     """Apply ``reduce_cmd`` to ``engine``'s per-partition accumulators; returns them.
 
     Registers start as NaN (never reset); ``reset`` loads the operator's identity, ``reduce``
-    combines them with ``red`` through the ALU.
+    combines them with ``red`` through the ALU. ``reset_reduce`` starts a fresh chain (the
+    identity combined with ``red``), so its value needs no earlier state and lowers on every
+    executor; the registers themselves are kept only where the executor has them
+    (``ex.state``: the interpreter), since every later reader of them is interpreter-only.
     """
-    P.unsupported(f"'{ex.inst.op}' with reduce_cmd (the {engine} engine's registers)")
+    ident = np.float32(_RESET.get(op, 0.0) if op is not None else 0.0)
+    if cmd == "reset_reduce":
+        new = P.f32(alu(P, op, P.xp.full((p,), ident, dtype=np.float32), red))
+        if ex.state is not None:
+            file = ex.state.regs
+            r = file.get(engine)
+            if r is None:
+                r = file[engine] = np.full(128, np.nan, dtype=np.float32)
+            r[:p] = new
+        return new
+    P.unsupported(f"'{ex.inst.op}' with reduce_cmd={cmd} (reads the {engine} engine's "
+                  "registers)")
     file = ex.state.regs
     r = file.get(engine)
     if r is None:
         r = file[engine] = np.full(128, np.nan, dtype=np.float32)
-    if cmd in ("reset", "reset_reduce"):
-        r[:p] = {"add": 0.0, "maximum": -np.inf, "minimum": np.inf,
-                 "multiply": 1.0}.get(op, 0.0) if op is not None else 0.0
-    if cmd in ("reduce", "reset_reduce"):
+    if cmd == "reset":
+        r[:p] = ident
+    if cmd == "reduce":
         r[:p] = alu(P, op, r[:p], red)
     return r[:p].copy()
 
 
 def readout(P, ex, r, engine):
-    """The registers as a ``[P, 1]`` result (warns when one was never reset)."""
-    if np.isnan(P.concrete(r)).any():
+    """The registers as a ``[P, 1]`` result (warns when one was never reset).
+
+    After ``reset_reduce`` on this very instruction no register can be unreset: a NaN there
+    is the data's.
+    """
+    if ex.attrs.get("reduce_cmd") not in ("reset", "reset_reduce") and \
+            np.isnan(P.concrete(r)).any():
         warn(UninitializedReadWarning, f"'{ex.inst.op}' reads the {engine} engine's "
              "accumulator registers before any reset", ex.inst.loc,
              "start the chain with reduce_cmd=nisa.reduce_cmd.reset_reduce")
@@ -77,8 +99,8 @@ def _activation(P, ex):
     a = ex.attrs
     cmd, rop = a["reduce_cmd"], a["reduce_op"]
     plain = cmd == "idle" and len(ex.out_shapes) == 1
-    if not plain:
-        P.unsupported("nisa.activation with reduce_cmd/reduce_res (ScalarE registers)")
+    if not plain and cmd != "reset_reduce":
+        P.unsupported(f"nisa.activation with reduce_cmd={cmd} (reads the ScalarE registers)")
     nd = np.ndim(x)
     z = P.fence(P.f32(x) * P.f32(align(sc, nd)))
     z = P.fence(z + P.f32(align(b, nd)))

@@ -10,7 +10,6 @@ __all__ = ["INTERPRETER_ONLY", "EXECUTOR_SPECIAL", "COMPILED_SPECIAL", "LOWERED_
            "VALID_RANGE"]
 
 INTERPRETER_ONLY = {
-    "activation_reduce": "reduce_res reads the ScalarE accumulator registers (interpreter state)",
     "tensor_scalar_reduce": "two destinations (the data and reduce_res)",
     "range_select": "the VectorE accumulator registers (reduce_cmd) and a second destination",
     "select_reduce": "the VectorE accumulator registers (reduce_cmd) and a second destination",
@@ -39,9 +38,11 @@ LOWERED_SPECIAL = {
 """Opcodes without a value rule that the compiled backend lowers itself (``sim/jax_dma.py``
 ``LOWERINGS`` must name each), with which forms lower."""
 
-COMPILED_SPECIAL = frozenset({"activation"})
+COMPILED_SPECIAL = frozenset({"activation", "activation_reduce"})
 """Opcodes the interpreter runs through a special path (registers) that the compiled backend
-lowers through their value rule (its register variants fall back at lowering)."""
+lowers through their value rule: the plain form and ``reset_reduce`` (a fresh register chain,
+which ``activation_reduce`` always is); the variants that read earlier register state fall back
+at lowering."""
 
 CROSS_PARTITION = frozenset({"nc_matmul", "nc_transpose", "tensor_partition_reduce",
                              "nc_stream_shuffle", "local_gather", "dma_transpose", "iota",

@@ -57,6 +57,7 @@ from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stm
 from ..ir import expr as E
 from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
 from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics, numerics_jax
+from ..semantics.isa_alu import out_sel as narrower_sel
 from ..semantics.numerics_jax import watching_flushes
 from .analysis import overlapping_writes, read_and_written, starts_accumulation_group
 from .interp import Program
@@ -394,7 +395,12 @@ class _Lower(Buffers):
             if self.uninit_error:
                 for t in taints:
                     self.bad(~jnp.all(t))
-            if lanewise(inst) and outs:
+            if len(outs) > 1:
+                # why: a second destination (reduce_res) is a reduction of the first's lanes:
+                # any unwritten input element hands the kernel to the interpreter
+                for t in taints:
+                    self.bad(~jnp.all(t))
+            elif lanewise(inst) and outs:
                 out_ok = taint_lanes(taints, out_shapes[0])
             elif rowwise(inst) and outs:
                 out_ok = taint_rows(inst, taints, out_shapes[0])
@@ -413,6 +419,9 @@ class _Lower(Buffers):
             return
         for k, res, out_sel in ex.results(result, sel, len(outs)):
             ja, decl = outs[k]
+            if len(outs) > 1 and out_sel is not None:
+                # why: the interpreter's rule for a narrower second destination (isa_exec._multi)
+                out_sel = narrower_sel(self.P, out_sel, ja.ca.grid)
             self.write(ja, decl, res, inst.attr("dtype"), inst.attr("acc"), out_sel, binds,
                        out_ok, zero_start=starts_accumulation_group(inst, self.decls))
 
