@@ -42,7 +42,7 @@ class CompiledAccess:
 
     __slots__ = ("tensor", "decl_shape", "grid", "shape", "dims", "fast", "order", "perm",
                  "slice_shape", "inv_perm", "sorted_shape", "exprs", "whole", "has_dyn", "loc",
-                 "tname", "static_key", "size", "one_var")
+                 "tname", "static_key", "size", "one_var", "plain")
 
     def __init__(self, acc: Access, decl_shape: tuple, loc: str | None = None):
         self.tensor = acc.tensor
@@ -61,6 +61,7 @@ class CompiledAccess:
         self.fast = None
         self.static_key = None
         self.one_var = None
+        self.plain = False
         self.size = int(np.prod(self.shape, dtype=np.int64))
         if not self.has_dyn:
             self._compile_fast(index)
@@ -118,6 +119,9 @@ class CompiledAccess:
         self.perm = None if axes == srt else tuple(int(i) for i in np.argsort(axes))
         self.inv_perm = None if self.perm is None else tuple(int(i) for i in np.argsort(self.perm))
         self.sorted_shape = tuple(self.grid[a] for a in srt)
+        # why: a value of the access's shape then assigns to the sliced region as it is
+        self.plain = bool(self.slice_shape) and self.perm is None and \
+            self.sorted_shape == self.shape
 
     # ------------------------------------------------------------------ helpers
     def _slices(self, env):
@@ -208,7 +212,10 @@ class CompiledAccess:
                 data[...] = np.broadcast_to(value, self.shape).reshape(data.shape)
             return
         if self.fast:
-            self._put(data, self._slices(env), value, exact)
+            if exact and self.plain:
+                data[self._slices(env)] = value  # (what _put does for it)
+            else:
+                self._put(data, self._slices(env), value, exact)
             return
         arrs = self.index_arrays(env, dyn)
         self.check_bounds(arrs)
@@ -218,7 +225,11 @@ class CompiledAccess:
         """``write(data, value)`` and ``write(init, mark)``: one key for both on the fast path."""
         if self.fast and not self.whole:
             key = self._slices(env)
-            self._put(data, key, value, type(value) is np.ndarray and value.shape == self.shape)
+            if self.plain and type(value) is np.ndarray and value.shape == self.shape:
+                data[key] = value  # (what _put does for it)
+            else:
+                self._put(data, key, value, type(value) is np.ndarray and
+                          value.shape == self.shape)
             if mark is True or mark is False:
                 init[key] = mark
             else:

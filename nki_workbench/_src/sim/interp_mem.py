@@ -143,7 +143,8 @@ class MemoryTraffic:
                 write(st, ca, decl, res, None, None, None, False, loc, in_affine, outer_sets,
                       None, race)
                 return
-            buf.writable()
+            if buf.f32 is not None or not buf.data.flags.writeable:
+                buf.writable()  # (otherwise a no-op)
             _write_all(st, ca, buf, res, True)
             if buf.init is not None and _races.is_view(buf):
                 _races.push_init(buf)
