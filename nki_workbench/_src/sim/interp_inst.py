@@ -4,6 +4,12 @@ Each runner evaluates the mask, reads the operands (:mod:`.interp_mem`), applies
 value rule (:mod:`..semantics`, numpy numerics), combines the inputs' written masks into the
 result's (the taint rules below) and writes each result. ``atomic_rmw`` and ``all_reduce``
 have their own runners (they need the destination memory, or the other SPMD programs).
+
+A one-output instruction also gets a fast runner, its facts decided at compile time: when the
+mask (if any) selects every lane and every input is allocated, fully written and carries no
+race stamps, it reads, applies the rule and binds or stores the result without the general
+path's taint, mask and race machinery; otherwise, before any side effect, it hands over to the
+general path. Both give the same results, warnings and errors (tests/sim/test_interp_fast_path.py).
 """
 
 from __future__ import annotations
