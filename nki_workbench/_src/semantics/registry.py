@@ -57,8 +57,8 @@ NL_INTERPRETER_ONLY = {
 """nki.language opcodes only the interpreter runs, with the reason."""
 
 NL_EXECUTOR_SPECIAL = {
-    "atomic_rmw": "needs the destination memory and indirect indices (interp._atomic_rmw)",
-    "all_reduce": "exchanges values between SPMD programs (interp._all_reduce, jax_exec)",
+    "atomic_rmw": "needs the destination memory and indirect indices (interp_inst._atomic_rmw)",
+    "all_reduce": "exchanges values between SPMD programs (interp_inst._all_reduce, jax_exec)",
 }
 """nki.language opcodes without a value rule: the executors run them themselves."""
 

@@ -42,7 +42,7 @@ class CompiledAccess:
 
     __slots__ = ("tensor", "decl_shape", "grid", "shape", "dims", "fast", "order", "perm",
                  "slice_shape", "inv_perm", "sorted_shape", "exprs", "whole", "has_dyn", "loc",
-                 "tname", "static_key", "size")
+                 "tname", "static_key", "size", "one_var", "plain")
 
     def __init__(self, acc: Access, decl_shape: tuple, loc: str | None = None):
         self.tensor = acc.tensor
@@ -60,6 +60,8 @@ class CompiledAccess:
         self.has_dyn = any(E.dyns(e) for e in index)
         self.fast = None
         self.static_key = None
+        self.one_var = None
+        self.plain = False
         self.size = int(np.prod(self.shape, dtype=np.int64))
         if not self.has_dyn:
             self._compile_fast(index)
@@ -68,6 +70,33 @@ class CompiledAccess:
                     self.static_key = self._slices({})
                 except OOBError:
                     self.static_key = None  # (reported with its message when it runs)
+            elif self.fast:
+                self.one_var = self._one_var_plan()
+
+    def _one_var_plan(self):
+        """``t[0:128, i:i+1]``: one dim moves with one loop variable, the others are fixed.
+
+        Its key is the fixed part plus one computed entry (same bounds checks, same order:
+        the fixed dims are checked here and only taken when they are in bounds).
+        """
+        moving = [d for d, dim in enumerate(self.dims) if dim[1]]
+        if len(moving) != 1 or len(self.dims[moving[0]][1]) != 1:
+            return None
+        d = moving[0]
+        c, ((v, kv),), size, k = self.dims[d]
+        if size is not None and k <= 0:
+            return None
+        fixed = []
+        for e, (ce, _, se, ke) in enumerate(self.dims):
+            if e == d:
+                continue
+            last = ce + ke * ((se or 1) - 1)
+            lo, hi = (ce, last) if ke >= 0 else (last, ce)
+            if lo < 0 or hi >= self.decl_shape[e] or (se is not None and ke <= 0):
+                return None
+            fixed.append(ce if se is None else slice(ce, last + 1, ke))
+        span = None if size is None else k * (size - 1)
+        return d, c, v, kv, span, k, tuple(fixed[:d]), tuple(fixed[d:]), self.decl_shape[d]
 
     def _compile_fast(self, index):
         lins = [_linear(e) for e in index]
@@ -90,11 +119,25 @@ class CompiledAccess:
         self.perm = None if axes == srt else tuple(int(i) for i in np.argsort(axes))
         self.inv_perm = None if self.perm is None else tuple(int(i) for i in np.argsort(self.perm))
         self.sorted_shape = tuple(self.grid[a] for a in srt)
+        # why: a value of the access's shape then assigns to the sliced region as it is
+        self.plain = bool(self.slice_shape) and self.perm is None and \
+            self.sorted_shape == self.shape
 
     # ------------------------------------------------------------------ helpers
     def _slices(self, env):
         if self.static_key is not None:
             return self.static_key
+        if self.one_var is not None:
+            d, c, v, kv, span, k, pre, post, n = self.one_var
+            start = c + kv * env[v]
+            if span is None:
+                if not 0 <= start < n:
+                    self._oob(d, start, start)
+                return pre + (start,) + post
+            last = start + span
+            if start < 0 or last >= n:
+                self._oob(d, start, last)
+            return pre + (slice(start, last + 1, k),) + post
         key = []
         for d, (c, vars_, size, k) in enumerate(self.dims):
             start = c
@@ -158,6 +201,9 @@ class CompiledAccess:
         """Store ``value`` (broadcastable to the access shape) into the region."""
         # why: the write path runs once per instruction; numpy's broadcast_to/reshape cost
         # microseconds each even when the value already has the access's shape
+        if value is True or value is False:
+            self._write_scalar(data, value, env, dyn)  # why: a written-mark needs no broadcast
+            return
         exact = type(value) is np.ndarray and value.shape == self.shape
         if self.whole:
             if exact and value.shape == data.shape:
@@ -166,21 +212,53 @@ class CompiledAccess:
                 data[...] = np.broadcast_to(value, self.shape).reshape(data.shape)
             return
         if self.fast:
-            key = self._slices(env)
-            if not self.slice_shape:  # why: an all-integer index selects one element, no view
-                data[key] = np.reshape(np.broadcast_to(value, self.shape), ())
-                return
-            region = data[key]
-            v = value if exact else np.broadcast_to(value, self.shape)
-            if v.shape != self.sorted_shape:
-                v = v.reshape(self.sorted_shape)
-            if self.inv_perm is not None:
-                v = v.transpose(self.inv_perm)
-            region[...] = v
+            if exact and self.plain:
+                data[self._slices(env)] = value  # (what _put does for it)
+            else:
+                self._put(data, self._slices(env), value, exact)
             return
         arrs = self.index_arrays(env, dyn)
         self.check_bounds(arrs)
         data[tuple(arrs)] = np.broadcast_to(value, self.shape).reshape(self.grid)
+
+    def write_marked(self, data, init, value, mark, env, dyn=None) -> None:
+        """``write(data, value)`` and ``write(init, mark)``: one key for both on the fast path."""
+        if self.fast and not self.whole:
+            key = self._slices(env)
+            if self.plain and type(value) is np.ndarray and value.shape == self.shape:
+                data[key] = value  # (what _put does for it)
+            else:
+                self._put(data, key, value, type(value) is np.ndarray and
+                          value.shape == self.shape)
+            if mark is True or mark is False:
+                init[key] = mark
+            else:
+                self._put(init, key, mark, type(mark) is np.ndarray and mark.shape == self.shape)
+            return
+        self.write(data, value, env, dyn)
+        self.write(init, mark, env, dyn)
+
+    def _put(self, data, key, value, exact):
+        if not self.slice_shape:  # why: an all-integer index selects one element, no view
+            data[key] = np.reshape(np.broadcast_to(value, self.shape), ())
+            return
+        v = value if exact else np.broadcast_to(value, self.shape)
+        if v.shape != self.sorted_shape:
+            v = v.reshape(self.sorted_shape)
+        if self.inv_perm is not None:
+            v = v.transpose(self.inv_perm)
+        data[key] = v  # why: a basic-slice key assigns through a view, like region[...] = v
+
+    def _write_scalar(self, data, value, env, dyn):
+        # why: numpy broadcasts a Python scalar over any region in the assignment itself
+        if self.whole:
+            data[...] = value
+        elif self.fast:
+            data[self._slices(env)] = value
+        else:
+            arrs = self.index_arrays(env, dyn)
+            self.check_bounds(arrs)
+            data[tuple(arrs)] = value
 
     def write_masked(self, data, value, sel, env, dyn=None, skip_oob=False):
         """Store ``value`` only where the boolean grid ``sel`` holds."""

@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes as D
 from .. import platform as _platform
 
-__all__ = ["Buf", "poison", "decode_const", "tune_malloc", "storage", "LOW_FLOATS"]
+__all__ = ["Buf", "poison", "poisoner", "decode_const", "tune_malloc", "storage", "LOW_FLOATS"]
 
 
 class Buf:
@@ -36,14 +36,27 @@ class Buf:
 
 def poison(shape, dtype_name: str):
     """An array of ``shape`` holding the poison of an NKI dtype (NaN; int min/max; False)."""
+    return poisoner(tuple(shape), dtype_name)()
+
+
+@functools.lru_cache(maxsize=4096)
+def poisoner(shape: tuple, dtype_name: str):
+    """A function returning a new array of :func:`poison` (the fill decided once per kind)."""
     st = D.storage_dtype(D.from_name(dtype_name))
     if st.kind == "f" or st.kind == "V" or dtype_name in ("bfloat16", "float8_e4m3",
                                                           "float8_e5m2"):
-        return np.full(shape, np.nan, dtype=st)
-    if st.kind == "b":
-        return np.zeros(shape, dtype=st)
-    info = np.iinfo(st)
-    return np.full(shape, info.min if info.min < 0 else info.max, dtype=st)
+        fill = np.full((), np.nan, dtype=st)
+    elif st.kind == "b":
+        return functools.partial(np.zeros, shape, dtype=st)
+    else:
+        info = np.iinfo(st)
+        fill = np.full((), info.min if info.min < 0 else info.max, dtype=st)
+
+    def make():
+        out = np.empty(shape, dtype=st)
+        out[...] = fill  # why: the same bits as np.full, without its Python-level casting
+        return out
+    return make
 
 
 def tune_malloc():
