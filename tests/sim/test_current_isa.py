@@ -4,8 +4,6 @@ import numpy as np
 import pytest
 from kernels_current import nisa, nki, nl
 
-from nki_workbench import NkiError
-
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((128, 64)).astype(np.float32)
 Y = RNG.standard_normal((128, 64)).astype(np.float32)
@@ -346,7 +344,7 @@ def test_tensor_buffer_compares_with_the_buffer_markers():
     np.testing.assert_array_equal(nki.simulate(k)(X), X)
 
 
-def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named():
+def test_loops_over_trace_time_registers_unroll():
     @nki.jit
     def k(a):
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
@@ -363,18 +361,6 @@ def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named(
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X), X + 1.0)
-
-    @nki.jit
-    def k_dyn(a):
-        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
-        r = nisa.register_alloc()
-        nisa.register_load(r, a[0:1, 0:1])
-        for _ in nl.dynamic_range(r):
-            nisa.dma_copy(dst=out, src=a)
-        return out
-
-    with pytest.raises(NkiError, match="register_load: a register loaded from a tensor"):
-        nki.simulate(k_dyn)(X)
 
 
 def test_broadcast_access_pattern_repeats_an_element_along_the_free_dim():

@@ -99,6 +99,15 @@ class _State:
         return np.asarray(v).reshape(atom.shape).astype(np.int64)
 
 
+def _register_value(st, name: str, loc) -> int:
+    """The run-time int of a dynamic loop's one-element register tensor."""
+    b = st.bufs[name]
+    if b.init is not None and not b.init.all():
+        raise NkiError("wb_uninitialized_read", f"a dynamic loop reads register '{name}' "
+                       "before it was written", loc, "nisa.register_load it first")
+    return int(b.data.reshape(-1)[0])
+
+
 class Program:
     """A kernel compiled for simulation; ``run`` it with numpy inputs."""
 
@@ -213,10 +222,14 @@ class Program:
     def _loop(self, loop: Loop, body):
         var, r = loop.var, range(loop.start, loop.stop, loop.step)
         affine = loop.kind == "affine"
+        dynamic = loop.kind == "dynamic"
+        core = dict(loop.attrs).get("core")
 
         def run(st):
             env = st.env
-            it = r
+            if core is not None and env.get("pid0", 0) != core:
+                return  # why: a per-core body's dynamic loop runs on that core only
+            it = loop.iterations(lambda n: _register_value(st, n, loop.loc)) if dynamic else r
             if affine and st.params.shuffle_affine and len(r) > 1:
                 it = [r[i] for i in st.rng.permutation(len(r))]
             if affine:
