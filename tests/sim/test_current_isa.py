@@ -527,3 +527,18 @@ def test_tensor_copy_accepts_the_dtype_keyword_of_early_kernels():
 
     got = nki.simulate(k)(X)
     np.testing.assert_allclose(got.astype(np.float32), X, rtol=1e-2, atol=1e-2)
+
+
+def test_tensor_tensor_pairs_free_elements_of_a_unit_dim_view_with_a_flat_operand():
+    @nki.jit
+    def k(a, b):
+        t = _load(a)
+        m = _load(b)
+        for j in range(a.shape[1]):
+            s = t[:, j:j + 1, :]  # [P, 1, F] against m's [P, F]: the same F elements
+            nisa.tensor_tensor(dst=s, data1=s, data2=m, op=nl.subtract)
+        return _store(t)
+
+    a = RNG.standard_normal((128, 3, 16)).astype(np.float32)
+    b = RNG.standard_normal((128, 16)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(k)(a, b), a - b[:, None, :])
