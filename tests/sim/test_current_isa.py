@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 from kernels_current import nisa, nki, nl
 
+from nki_workbench import NkiError
+
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((128, 64)).astype(np.float32)
 Y = RNG.standard_normal((128, 64)).astype(np.float32)
@@ -542,3 +544,21 @@ def test_tensor_tensor_pairs_free_elements_of_a_unit_dim_view_with_a_flat_operan
     a = RNG.standard_normal((128, 3, 16)).astype(np.float32)
     b = RNG.standard_normal((128, 16)).astype(np.float32)
     np.testing.assert_array_equal(nki.simulate(k)(a, b), a - b[:, None, :])
+
+
+def test_shared_constant_reads_a_npy_file(tmp_path):
+    c = RNG.standard_normal((128, 8)).astype(np.float32)
+    path = tmp_path / "c.npy"
+    np.save(path, c)
+
+    @nki.jit
+    def k(a):
+        t = _load(a)
+        nisa.tensor_tensor(dst=t, data1=t, data2=_load(nl.shared_constant(str(path))), op=nl.add)
+        return _store(t)
+
+    x = RNG.standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(k)(x), x + c)
+    path.unlink()
+    with pytest.raises(NkiError, match="cannot read the .npy file"):
+        nki.simulate(k)(x[:, :4])  # another shape: a new trace, which reads the file again
