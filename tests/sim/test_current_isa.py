@@ -562,3 +562,19 @@ def test_shared_constant_reads_a_npy_file(tmp_path):
     path.unlink()
     with pytest.raises(NkiError, match="cannot read the .npy file"):
         nki.simulate(k)(x[:, :4])  # another shape: a new trace, which reads the file again
+
+
+def test_nkiobject_plain_class_attributes_are_fields_too():
+    class Section(nl.NKIObject):
+        idx = None
+        offset = 0
+        prefix: bool = False
+
+        def end(self):
+            return self.offset + 1
+
+    s = Section(idx=2, offset=5)
+    assert (s.idx, s.offset, s.prefix, s.end()) == (2, 5, False, 6)
+    assert Section(True, 1, 2).offset == 2 and Section().offset == 0  # annotated ones first
+    with pytest.raises(TypeError, match="unexpected keyword argument 'end'"):
+        Section(end=3)

@@ -259,8 +259,9 @@ class NKIObject:
     """Base class of user classes passed to NKI 0.2+ kernels.
 
     Annotated fields without a default get ``None``, and a subclass without its own
-    ``__init__`` takes its fields by position or keyword (``Cfg(rows=128)``), so fields may
-    be left out; a ``@dataclass`` on the subclass works as usual (nki-library uses both).
+    ``__init__`` takes its fields (annotated ones, then plain class attributes such as
+    ``idx = None``) by position or keyword (``Cfg(rows=128)``), so fields may be left out;
+    a ``@dataclass`` on the subclass works as usual (nki-library uses both).
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -289,7 +290,15 @@ class NKIObject:
 def _fields_of(cls) -> list:
     names: list = []
     for klass in reversed(cls.__mro__):
+        if klass is NKIObject or not issubclass(klass, NKIObject):
+            continue
         for name in klass.__dict__.get("__annotations__", {}):
             if name not in names:
+                names.append(name)
+        # why: nki-library also declares fields as plain class attributes (`idx = None`)
+        # and passes them by keyword
+        for name, value in klass.__dict__.items():
+            if name not in names and not name.startswith("_") and not callable(value) \
+                    and not isinstance(value, (property, classmethod, staticmethod)):
                 names.append(name)
     return names
