@@ -578,3 +578,15 @@ def test_nkiobject_plain_class_attributes_are_fields_too():
     assert Section(True, 1, 2).offset == 2 and Section().offset == 0  # annotated ones first
     with pytest.raises(TypeError, match="unexpected keyword argument 'end'"):
         Section(end=3)
+
+
+def test_a_dataclass_nkiobject_takes_its_plain_class_attributes_by_keyword():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Section(nl.NKIObject):
+        idx = None
+        offset = 0
+
+    s = Section(idx=3)
+    assert (s.idx, s.offset) == (3, 0) and Section(1, 2) == Section(idx=1, offset=2)

@@ -266,6 +266,15 @@ class NKIObject:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "__annotations__" not in cls.__dict__:
+            cls.__annotations__ = {}
+        ann = cls.__dict__["__annotations__"]
+        for name, value in list(cls.__dict__.items()):
+            # why: nki-library writes `@dataclass class P(nl.NKIObject): idx = None` and
+            # builds P(idx=...): a plain (hashable) class attribute is a field of the
+            # dataclass too, so @dataclass, applied after this hook, generates it
+            if name not in ann and _plain_field(name, value) and type(value).__hash__:
+                ann[name] = object
         for name in cls.__dict__.get("__annotations__", {}):
             if name not in cls.__dict__:
                 setattr(cls, name, None)
@@ -287,6 +296,11 @@ class NKIObject:
             post()
 
 
+def _plain_field(name, value) -> bool:
+    return not name.startswith("_") and not callable(value) and \
+        not isinstance(value, (property, classmethod, staticmethod))
+
+
 def _fields_of(cls) -> list:
     names: list = []
     for klass in reversed(cls.__mro__):
@@ -298,7 +312,6 @@ def _fields_of(cls) -> list:
         # why: nki-library also declares fields as plain class attributes (`idx = None`)
         # and passes them by keyword
         for name, value in klass.__dict__.items():
-            if name not in names and not name.startswith("_") and not callable(value) \
-                    and not isinstance(value, (property, classmethod, staticmethod)):
+            if name not in names and _plain_field(name, value):
                 names.append(name)
     return names
