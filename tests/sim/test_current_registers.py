@@ -204,3 +204,23 @@ def test_the_timeline_follows_the_run_time_trip_count():
     zero, one, three = (len(collect(k, dict(zip(names, (A, _n(n)), strict=True))))
                         for n in (0, 1, 3))
     assert (one - zero, three - one) == (4, 8)  # the body's 4 instructions per iteration
+
+
+@nki.jit
+def row_at(a, n, k):
+    """Row ``k`` (a trace-time register) and row ``n`` (a register loaded at run time)."""
+    out = nl.ndarray((2, a.shape[1]), a.dtype, buffer=nl.shared_hbm)
+    known = nisa.register_alloc(k)
+    loaded = nisa.register_alloc()
+    nisa.register_load(loaded, n)
+    for j, reg in enumerate((known, loaded)):
+        t = nl.ndarray((1, a.shape[1]), a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a.ap(pattern=[[a.shape[1], 1], [1, a.shape[1]]],
+                                      scalar_offset=reg, indirect_dim=0))
+        nisa.dma_copy(dst=out[j:j + 1, :], src=t)
+    return out
+
+
+def test_a_register_is_a_scalar_offset():
+    x = A[:8]
+    np.testing.assert_array_equal(nki.simulate(row_at)(x, _n(5), 2), x[[2, 5]])
