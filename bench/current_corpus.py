@@ -3,7 +3,7 @@
 Usage::
 
     python bench/current_corpus.py FOLDER [--deps DIR] [--per-file N] [--timeout S] [-j J]
-                                   [-k SUBSTR] [--markers fast] [--recollect]
+                                   [-k SUBSTR] [--markers fast] [--recollect] [--only ROWS]
 
 ``FOLDER`` is a checkout of aws-neuron/nki-library (kernels under ``src/``, pytest integration
 tests under ``test/integration`` with PyTorch goldens). Its harness has a CPU-simulation mode
@@ -144,6 +144,11 @@ def run_library(folder: pathlib.Path, a) -> tuple:
         cache = a.cache or folder.parent / f"{folder.name}.{tag}.collect.json"
         data = collect(folder, env, a.markers, cache, a.timeout * 20, a.recollect)
         cases = pick(data["cases"], a.per_file, a.expr, a.skip)
+        if a.only:
+            # why: re-run exactly the rows an earlier table listed (e.g. its failures)
+            want = {ln.split()[0] for ln in a.only.read_text().splitlines() if ln.strip()}
+            cases = [c for c in data["cases"]
+                     if c["file"].rsplit("/", 1)[-1] + "::" + c["id"] in want]
         rows = [None] * len(cases)
         with cf.ThreadPoolExecutor(max(1, a.jobs)) as pool:
             futs = {pool.submit(run_case, folder, env, c, a.timeout): i
@@ -224,6 +229,9 @@ def main(argv=None) -> int:
     ap.add_argument("--per-file", type=int, default=2, help="smallest cases run per file")
     ap.add_argument("--skip-smallest", dest="skip", type=int, default=0,
                     help="leave out each file's N smallest cases (measured before)")
+    ap.add_argument("--only", type=pathlib.Path, default=None,
+                    help="file of case rows (FILE.py::ID, first word of a line) to run instead "
+                         "of a sample")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per case")
     ap.add_argument("-j", dest="jobs", type=int, default=1, help="cases run at once")
     ap.add_argument("--cache", type=pathlib.Path, default=None, help="collection JSON")

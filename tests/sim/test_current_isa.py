@@ -346,7 +346,7 @@ def test_tensor_buffer_compares_with_the_buffer_markers():
     np.testing.assert_array_equal(nki.simulate(k)(X), X)
 
 
-def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named():
+def test_loops_over_trace_time_registers_unroll():
     @nki.jit
     def k(a):
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
@@ -363,18 +363,6 @@ def test_loops_over_trace_time_registers_unroll_and_runtime_registers_are_named(
         return out
 
     np.testing.assert_array_equal(nki.simulate(k)(X), X + 1.0)
-
-    @nki.jit
-    def k_dyn(a):
-        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
-        r = nisa.register_alloc()
-        nisa.register_load(r, a[0:1, 0:1])
-        for _ in nl.dynamic_range(r):
-            nisa.dma_copy(dst=out, src=a)
-        return out
-
-    with pytest.raises(NkiError, match="register_load: a register loaded from a tensor"):
-        nki.simulate(k_dyn)(X)
 
 
 def test_broadcast_access_pattern_repeats_an_element_along_the_free_dim():
@@ -541,3 +529,64 @@ def test_tensor_copy_accepts_the_dtype_keyword_of_early_kernels():
 
     got = nki.simulate(k)(X)
     np.testing.assert_allclose(got.astype(np.float32), X, rtol=1e-2, atol=1e-2)
+
+
+def test_tensor_tensor_pairs_free_elements_of_a_unit_dim_view_with_a_flat_operand():
+    @nki.jit
+    def k(a, b):
+        t = _load(a)
+        m = _load(b)
+        for j in range(a.shape[1]):
+            s = t[:, j:j + 1, :]  # [P, 1, F] against m's [P, F]: the same F elements
+            nisa.tensor_tensor(dst=s, data1=s, data2=m, op=nl.subtract)
+        return _store(t)
+
+    a = RNG.standard_normal((128, 3, 16)).astype(np.float32)
+    b = RNG.standard_normal((128, 16)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(k)(a, b), a - b[:, None, :])
+
+
+def test_shared_constant_reads_a_npy_file(tmp_path):
+    c = RNG.standard_normal((128, 8)).astype(np.float32)
+    path = tmp_path / "c.npy"
+    np.save(path, c)
+
+    @nki.jit
+    def k(a):
+        t = _load(a)
+        nisa.tensor_tensor(dst=t, data1=t, data2=_load(nl.shared_constant(str(path))), op=nl.add)
+        return _store(t)
+
+    x = RNG.standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(k)(x), x + c)
+    path.unlink()
+    with pytest.raises(NkiError, match="cannot read the .npy file"):
+        nki.simulate(k)(x[:, :4])  # another shape: a new trace, which reads the file again
+
+
+def test_nkiobject_plain_class_attributes_are_fields_too():
+    class Section(nl.NKIObject):
+        idx = None
+        offset = 0
+        prefix: bool = False
+
+        def end(self):
+            return self.offset + 1
+
+    s = Section(idx=2, offset=5)
+    assert (s.idx, s.offset, s.prefix, s.end()) == (2, 5, False, 6)
+    assert Section(True, 1, 2).offset == 2 and Section().offset == 0  # annotated ones first
+    with pytest.raises(TypeError, match="unexpected keyword argument 'end'"):
+        Section(end=3)
+
+
+def test_a_dataclass_nkiobject_takes_its_plain_class_attributes_by_keyword():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Section(nl.NKIObject):
+        idx = None
+        offset = 0
+
+    s = Section(idx=3)
+    assert (s.idx, s.offset) == (3, 0) and Section(1, 2) == Section(idx=1, offset=2)

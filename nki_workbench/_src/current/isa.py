@@ -15,6 +15,7 @@ from ..errors import NkiError, user_location
 from ..ir import expr as E
 from ..trace import context as C
 from ..trace.index import IndexExpr
+from ..trace.tensor import NkiTensor
 from . import enums as N
 from .emit import into, require_dst, zero_fill
 
@@ -146,10 +147,36 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 
 
 # ----------------------------------------------------------------------------- Vector Engine
+def _like_dst(t, dst):
+    """``t`` viewed with ``dst``'s shape when only the split of its free elements differs.
+
+    Today's instructions pair operands element by element along each partition (access
+    patterns, not numpy broadcasting): ``[128, 1, 128]`` and ``[128, 128]`` are the same
+    128 elements per partition.
+    """
+    shape, want = tuple(getattr(t, "shape", ())), tuple(dst.shape)
+    if not isinstance(t, NkiTensor) or shape == want or len(shape) < 2 or shape[0] != want[0]:
+        return t
+    if _prod(shape[1:]) != _prod(want[1:]):
+        return t
+    try:
+        return t.reshape(want)
+    except NkiError:
+        return t  # why: a strided view cannot be re-split; the legacy pairing applies as before
+
+
+def _prod(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
 def tensor_tensor(dst, data1, data2, op, engine=N.engine.unknown, name=None):
     """``dst = op(data1, data2)`` element-wise (fp32 arithmetic, integer bitvec ops)."""
     api = "nisa.tensor_tensor"
     require_dst(dst, api)
+    data1, data2 = _like_dst(data1, dst), _like_dst(data2, dst)
     into(dst, L.tensor_tensor(data1, data2, op, dtype=dst.dtype,
                               engine=int(_engine(engine, api))), api)
 

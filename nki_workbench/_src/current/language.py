@@ -11,6 +11,10 @@ the loop variable as a Python value), ``program_id(axis=0)``, ``num_programs(axe
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
+
 from .. import lang as _L
 from ..errors import NkiError, user_location
 from ..hw import DEFAULT_TARGET, get_target
@@ -23,7 +27,7 @@ from .kernel import program_guarded, unrolling
 __all__ = ["affine_range", "sequential_range", "static_range", "program_id", "num_programs",
            "program_ndim", "tile_size", "no_reorder", "NKIObject", "is_hbm", "is_on_chip",
            "is_psum", "is_sbuf", "ndarray", "zeros", "DTYPES", "MemoryRegion",
-           "shared_identity_matrix", "broadcast_to"]
+           "shared_identity_matrix", "broadcast_to", "shared_constant"]
 
 DTYPES = ("bool_", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32",
           "bfloat16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
@@ -120,6 +124,26 @@ def shared_identity_matrix(n, dtype="uint8", **kwargs):
     t = ndarray((int(n), int(n)), dtype, buffer=_L.sbuf)
     dma_copy(dst=t, src=const)
     return t
+
+
+def shared_constant(constant, dtype=None, **kwargs):
+    """A ``shared_hbm`` constant from a numpy array or the path of a ``.npy`` file (NKI 0.2+).
+
+    Args:
+        constant: array-like value, or a ``str`` / path-like naming a ``.npy`` file.
+        dtype: element dtype (2.27's optional argument; default: the array's).
+        **kwargs: other keywords (passed on to the legacy ``shared_constant``).
+
+    Returns:
+        The constant HBM tensor.
+    """
+    if isinstance(constant, (str, os.PathLike)):
+        try:
+            constant = np.load(os.fspath(constant), allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise NkiError(None, f"nl.shared_constant: cannot read the .npy file "
+                           f"{os.fspath(constant)!r}: {exc}", user_location()) from None
+    return _L.shared_constant(constant, dtype=dtype, **kwargs)
 
 
 def broadcast_to(x, shape, dtype=None):
@@ -235,12 +259,22 @@ class NKIObject:
     """Base class of user classes passed to NKI 0.2+ kernels.
 
     Annotated fields without a default get ``None``, and a subclass without its own
-    ``__init__`` takes its fields by position or keyword (``Cfg(rows=128)``), so fields may
-    be left out; a ``@dataclass`` on the subclass works as usual (nki-library uses both).
+    ``__init__`` takes its fields (annotated ones, then plain class attributes such as
+    ``idx = None``) by position or keyword (``Cfg(rows=128)``), so fields may be left out;
+    a ``@dataclass`` on the subclass works as usual (nki-library uses both).
     """
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "__annotations__" not in cls.__dict__:
+            cls.__annotations__ = {}
+        ann = cls.__dict__["__annotations__"]
+        for name, value in list(cls.__dict__.items()):
+            # why: nki-library writes `@dataclass class P(nl.NKIObject): idx = None` and
+            # builds P(idx=...): a plain (hashable) class attribute is a field of the
+            # dataclass too, so @dataclass, applied after this hook, generates it
+            if name not in ann and _plain_field(name, value) and type(value).__hash__:
+                ann[name] = object
         for name in cls.__dict__.get("__annotations__", {}):
             if name not in cls.__dict__:
                 setattr(cls, name, None)
@@ -262,10 +296,22 @@ class NKIObject:
             post()
 
 
+def _plain_field(name, value) -> bool:
+    return not name.startswith("_") and not callable(value) and \
+        not isinstance(value, (property, classmethod, staticmethod))
+
+
 def _fields_of(cls) -> list:
     names: list = []
     for klass in reversed(cls.__mro__):
+        if klass is NKIObject or not issubclass(klass, NKIObject):
+            continue
         for name in klass.__dict__.get("__annotations__", {}):
             if name not in names:
+                names.append(name)
+        # why: nki-library also declares fields as plain class attributes (`idx = None`)
+        # and passes them by keyword
+        for name, value in klass.__dict__.items():
+            if name not in names and _plain_field(name, value):
                 names.append(name)
     return names

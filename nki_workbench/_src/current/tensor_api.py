@@ -62,8 +62,8 @@ def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indir
         self: the tensor (or view) whose storage the pattern addresses.
         pattern: ``[step, num]`` pairs; the result has shape ``(num_0, num_1, ...)``.
         offset: element offset into the storage (``None``: this view's own start).
-        scalar_offset: a ``[1, 1]`` SBUF tile whose run-time value moves the start by that many
-            rows of dim ``indirect_dim``.
+        scalar_offset: a ``[1, 1]`` SBUF tile or a register (``rank_id()``, ``register_load``)
+            whose value moves the start by that many rows of dim ``indirect_dim``.
         vector_offset: a ``[P, 1]`` SBUF index tile: row ``p`` of the result reads row
             ``vector_offset[p]`` of dim 0 (HBM gathers/scatters).
         indirect_dim: the dim ``scalar_offset`` steps along.
@@ -101,13 +101,23 @@ def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indir
                  for i, (st, d) in enumerate(zip(strides, shape, strict=True))]
     if scalar_offset is not None:
         d = int(indirect_dim)
-        index[d] = E.add(index[d], _dyn(scalar_offset, nd))
+        index[d] = E.add(index[d], _scalar_offset(scalar_offset, nd))
     if vector_offset is not None:
         if int(indirect_dim) != 0 or scalar_offset is not None or nd != 2:
             raise NkiError(None, ".ap(): vector_offset needs indirect_dim=0, no scalar_offset "
                            "and a 2-D pattern [[row_step, P], [1, F]]", user_location())
         index[0] = _dyn(vector_offset, nd)
     return NkiTensor(t._ctx, t.name, tuple(index), tuple(n for _, n in pairs), t._scope)
+
+
+def _scalar_offset(v, nd):
+    """A ``scalar_offset=``: a register (its tile, or its trace-time int) or a ``[1, 1]`` tile."""
+    from .registers import VirtualRegister
+    if isinstance(v, VirtualRegister):
+        if v.tile is None:
+            return E.const(int(v))  # why: a register known while tracing (nccl.rank_id())
+        v = v.tile
+    return _dyn(v, nd)
 
 
 def _dyn(tile, nd):

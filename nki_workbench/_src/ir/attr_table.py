@@ -107,5 +107,6 @@ ATTR_TYPES: dict[str, tuple] = {
 KERNEL_ATTRS = frozenset({"returns", "constants", "has_collectives", "compile_opts",
                           "allocator", "directive_scopes", "output_shapes"})
 """Kernel-level attribute names (trace/kernel.py and the allocation surface)."""
-LOOP_ATTRS = frozenset({"directives"})
-"""Loop attribute names (allocation directives on a loop)."""
+LOOP_ATTRS = frozenset({"directives", "bound", "cond", "core"})
+"""Loop attribute names (allocation directives; a dynamic loop's register tensor and the LNC
+core whose per-core body it is in)."""

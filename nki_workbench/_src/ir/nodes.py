@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..errors import NkiError
 from . import expr as E
 
 __all__ = ["TensorDecl", "Access", "Scalar", "Inst", "Loop", "Alloc", "Kernel", "Stmt",
-           "LOOP_KINDS", "BUFFERS", "TENSOR_KINDS", "walk_insts", "walk_stmts"]
+           "LOOP_KINDS", "MAX_DYNAMIC_ITERATIONS", "BUFFERS", "TENSOR_KINDS", "walk_insts",
+           "walk_stmts"]
 
-LOOP_KINDS = ("affine", "sequential")
+LOOP_KINDS = ("affine", "sequential", "dynamic")
+MAX_DYNAMIC_ITERATIONS = 1 << 20  # why: a register that never reaches 0 must not hang the run
 BUFFERS = ("hbm", "shared_hbm", "sbuf", "psum")  # "hbm" is NKI's private_hbm
 TENSOR_KINDS = ("input", "output", "inout", "local", "const")
 
@@ -119,7 +122,15 @@ class Alloc:
 
 @dataclass(frozen=True, slots=True)
 class Loop:
-    """``for var in <kind>_range(start, stop, step): body`` kept as a loop (never unrolled)."""
+    """``for var in <kind>_range(start, stop, step): body`` kept as a loop (never unrolled).
+
+    A ``dynamic`` loop (today's ``nl.dynamic_range`` / ``fori_loop`` / ``while_loop`` over a
+    register loaded from a tensor) has its iterations decided at run time by the int value of
+    a one-element tensor, the register: attribute ``bound`` names it for
+    ``range(start, value, step)`` (read once, at entry), ``cond`` for "while value != 0" (read
+    before each iteration). Its static ``stop`` is then ``start + 2 * step``: analyses that
+    do not execute see a body that repeats; executors call :meth:`iterations`.
+    """
 
     var: str
     start: int
@@ -134,6 +145,30 @@ class Loop:
     def trip_count(self) -> int:
         """Number of iterations."""
         return len(range(self.start, self.stop, self.step))
+
+    def iterations(self, read):
+        """The loop variable's values; ``read(tensor_name)`` gives a register's run-time int.
+
+        Raises:
+            NkiError: a ``cond`` loop past :data:`MAX_DYNAMIC_ITERATIONS`.
+        """
+        at = dict(self.attrs)
+        if self.kind != "dynamic":
+            return range(self.start, self.stop, self.step)
+        if "bound" in at:
+            return range(self.start, read(at["bound"]), self.step)
+        return self._while(read, at["cond"])
+
+    def _while(self, read, cond):
+        v = self.start
+        for _ in range(MAX_DYNAMIC_ITERATIONS):
+            if not read(cond):
+                return
+            yield v
+            v += self.step
+        raise NkiError(None, f"a while loop on register '{cond}' did not end after "
+                       f"{MAX_DYNAMIC_ITERATIONS} iterations", self.loc,
+                       "the body must load a zero into the register to stop")
 
 
 Stmt = Inst | Loop | Alloc

@@ -391,11 +391,28 @@ def _rule_loop(sc: _Scope, s: Loop):
             sc.fail(f"unknown loop attribute {item!r} (known: {', '.join(sorted(LOOP_ATTRS))})")
     if not isinstance(s.body, tuple):
         sc.fail("loop body is not a tuple of statements")
+    _check_dynamic(sc, s)
     sc.bound.add(s.var)
     try:
         _walk(sc, s.body)
     finally:
         sc.bound.discard(s.var)
+
+
+def _check_dynamic(sc: _Scope, s: Loop):
+    """A dynamic loop names one register: a declared one-element tensor (``bound``/``cond``)."""
+    regs = [v for k, v in s.attrs if k in ("bound", "cond")]
+    if s.kind != "dynamic":
+        if regs:
+            sc.fail(f"loop attribute bound/cond on a {s.kind} loop (only dynamic loops have one)")
+        return
+    if len(regs) != 1:
+        sc.fail("a dynamic loop needs exactly one of the attributes bound= or cond=")
+    decl = sc.decls.get(regs[0]) if isinstance(regs[0], str) else None
+    if decl is None:
+        sc.fail(f"dynamic loop register {regs[0]!r} is not a declared tensor")
+    elif math.prod(decl.shape) != 1:
+        sc.fail(f"dynamic loop register '{decl.name}' has shape {decl.shape}, not one element")
 
 
 RULES = {Inst: lambda sc, s: _check_inst(sc, s), Alloc: _rule_alloc, Loop: _rule_loop}

@@ -1,7 +1,8 @@
 """The interpreter's compile-time plan: the statement tree as a tree of closures.
 
 Blocks become lists of runners: allocations (poisoned fresh buffers, shared HBM, views,
-constants), loops (affine iteration ids for the race checks, shuffled orders), instructions
+constants), loops (affine iteration ids for the race checks, shuffled orders, run-time trip
+counts of dynamic loops read from registers), instructions
 (:mod:`.interp_inst`) and the drops of dead tiles after their last use (:mod:`.liveness`).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as D
+from ..errors import NkiError
 from ..ir import Access, Alloc, Inst, Loop
 from . import races as _races
 from .analysis import read_and_written, root
@@ -20,6 +22,15 @@ from .memory import Buf, poisoner
 from .memory import decode_const as _decode_const
 
 __all__ = ["Planner"]
+
+
+def _register_value(st, name: str, loc) -> int:
+    """The run-time int of a dynamic loop's one-element register tensor."""
+    b = st.bufs[name]
+    if b.init is not None and not b.init.all():
+        raise NkiError("wb_uninitialized_read", f"a dynamic loop reads register '{name}' "
+                       "before it was written", loc, "nisa.register_load it first")
+    return int(b.data.reshape(-1)[0])
 
 
 class Planner(InstRunners):
@@ -123,10 +134,14 @@ class Planner(InstRunners):
     def _loop(self, loop: Loop, body):
         var, r = loop.var, range(loop.start, loop.stop, loop.step)
         affine = loop.kind == "affine"
+        dynamic = loop.kind == "dynamic"
+        core = dict(loop.attrs).get("core")
 
         def run(st):
             env = st.env
-            it = r
+            if core is not None and env.get("pid0", 0) != core:
+                return  # why: a per-core body's dynamic loop runs on that core only
+            it = loop.iterations(lambda n: _register_value(st, n, loop.loc)) if dynamic else r
             if affine and st.params.shuffle_affine and len(r) > 1:
                 it = [r[i] for i in st.rng.permutation(len(r))]
             if affine:

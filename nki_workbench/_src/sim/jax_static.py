@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..errors import NkiError
-from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts
+from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
 from ..options import SimParams
 from .analysis import overlapping_writes, read_and_written, shared_overlaps
@@ -120,6 +120,8 @@ def why_interpreted(kernel: Kernel, params: SimParams) -> str | None:
         if viewed:
             return f"race tracking through views (writes to {viewed} inside nl.affine_range)"
     grid = int(np.prod(kernel.grid)) if kernel.grid else 1
+    if any(isinstance(s, Loop) and s.kind == "dynamic" for s in walk_stmts(kernel.body)):
+        return "a dynamic loop (its trip count is a register read at run time)"
     for inst in walk_insts(kernel.body):
         if inst.op == "all_reduce":
             if kernel.attr("has_collectives") and grid > 1:

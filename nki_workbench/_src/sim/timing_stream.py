@@ -267,8 +267,10 @@ def no_gc():
 
 
 def data_dependent(kernel: Kernel) -> bool:
-    """Whether the instruction stream depends on tensor data (run-time indices)."""
+    """Whether the instruction stream depends on tensor data (run-time indices, dynamic loops)."""
     for st in walk_stmts(kernel.body):
+        if isinstance(st, Loop) and st.kind == "dynamic":
+            return True
         if isinstance(st, Inst):
             for x in (*st.ins, *st.outs, st.mask):
                 exprs = (x.index or ()) if isinstance(x, Access) else (x,)
