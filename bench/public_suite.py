@@ -59,6 +59,10 @@ class _Record:
         self.f.write(json.dumps({"id": report.nodeid, "when": report.when,
                                  "outcome": report.outcome, "msg": str(msg)}) + "\n")
 
+    def pytest_collection_finish(self, session):
+        for it in session.items:
+            self.f.write(json.dumps({"id": it.nodeid, "collected": True}) + "\n")
+
     def pytest_collectreport(self, report):
         if report.failed:
             self.f.write(json.dumps({"id": report.nodeid, "when": "collect", "outcome": "failed",
@@ -94,7 +98,8 @@ class FileResult:
         return self.passed + self.failed + self.errors
 
 
-def parse_records(path: pathlib.Path, device_only: list, *, timed_out: float | None = None) -> dict:
+def parse_records(path: pathlib.Path, device_only: list, *, timed_out: float | None = None,
+                  died: str | None = None) -> dict:
     """``{file: FileResult}`` from the runner's per-phase records (one JSON object per line).
 
     Args:
@@ -102,11 +107,15 @@ def parse_records(path: pathlib.Path, device_only: list, *, timed_out: float | N
         device_only: compiled regexes; a case whose id matches one is counted as device-only.
         timed_out: when the folder was stopped at its time limit (seconds), the case that was
             running then is counted as an error saying so.
+        died: how the pytest process ended when it died before finishing (e.g. "killed by
+            signal 9"): the case running then is an error saying so, and every collected case
+            that never ran is an error "not run" (a crash never shrinks the table silently).
 
     Returns:
         dict: test file (relative, as pytest reports it) -> :class:`FileResult`.
     """
     cases: dict = {}  # id -> (outcome, message), in the order cases started
+    collected: list = []
     running = None
     lines = path.read_text().splitlines() if path.exists() else []
     for line in lines:
@@ -115,6 +124,9 @@ def parse_records(path: pathlib.Path, device_only: list, *, timed_out: float | N
         except ValueError:
             continue  # why: a line cut short when the process was killed
         cid = r["id"]
+        if r.get("collected"):
+            collected.append(cid)
+            continue
         if r.get("start"):
             running = cid
             continue
@@ -133,6 +145,12 @@ def parse_records(path: pathlib.Path, device_only: list, *, timed_out: float | N
             running = None
     if timed_out is not None and running is not None and running not in cases:
         cases[running] = ("error", f"stopped at the folder's time limit ({timed_out:g} s)")
+    if died is not None:
+        if running is not None and running not in cases:
+            cases[running] = ("error", f"the pytest process {died} while this case ran")
+        for cid in collected:
+            if cid not in cases:
+                cases[cid] = ("error", f"not run: the pytest process {died} before it")
     out: dict = {}
     for cid, (kind, msg) in cases.items():
         res = out.setdefault(cid.split("::")[0], FileResult())
@@ -179,7 +197,14 @@ def run_folder(folder: pathlib.Path, args) -> dict:
         if timed_out is not None:
             print(f"public_suite: {folder} stopped at its time limit ({timed_out:g} s); "
                   "the cases that finished are counted", file=sys.stderr)
-        return parse_records(rec, [re.compile(p) for p in patterns], timed_out=timed_out)
+        died = None
+        if run is not None and run.returncode < 0:
+            died = f"was killed by signal {-run.returncode}" + (
+                " (out of memory?)" if run.returncode == -9 else "")
+            print(f"public_suite: {folder}: pytest {died}; the case running then and the ones "
+                  "not reached are errors", file=sys.stderr)
+        return parse_records(rec, [re.compile(p) for p in patterns], timed_out=timed_out,
+                             died=died)
 
 
 def table(results: dict) -> str:

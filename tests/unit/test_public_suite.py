@@ -79,12 +79,12 @@ def test_a_file_named_after_the_separator_runs_alone(tmp_path):
 
 def test_a_folder_past_its_time_limit_keeps_the_finished_cases(tmp_path):
     (tmp_path / "test_slow.py").write_text(SLOW)
-    r = run(str(tmp_path), "--timeout", "20")
+    r = run(str(tmp_path), "--timeout", "45")  # why: startup under load fits
     assert r.returncode == 0, r.stderr
     assert "time limit" in r.stderr
     row = next(line for line in r.stdout.splitlines() if line.startswith("test_slow.py"))
     assert row.split()[1:] == ["1", "0", "1", "0", "0"]  # quick passed, slow stopped
-    assert "FAILED test_slow.py::test_slow: stopped at the folder's time limit (20 s)" in r.stdout
+    assert "FAILED test_slow.py::test_slow: stopped at the folder's time limit (45 s)" in r.stdout
 
 
 def test_known_device_only_cases_are_counted_apart(tmp_path):
@@ -96,3 +96,30 @@ def test_known_device_only_cases_are_counted_apart(tmp_path):
     r = run(str(tmp_path), "--no-known-device-only")
     row = next(line for line in r.stdout.splitlines() if line.startswith("test_double_row"))
     assert row.split()[1:] == ["1", "0", "0", "0", "0"]
+
+
+DIES = textwrap.dedent('''
+    import os
+    import signal
+
+    def test_first():
+        pass
+
+    def test_crash():
+        os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer does
+
+    def test_after():
+        pass
+''')
+
+
+def test_a_killed_pytest_process_names_the_running_case_and_the_ones_not_run(tmp_path):
+    (tmp_path / "test_dies.py").write_text(DIES)
+    r = run(str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "killed by signal 9" in r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("test_dies.py"))
+    assert row.split()[1:] == ["1", "0", "2", "0", "0"]
+    assert ("FAILED test_dies.py::test_crash: the pytest process was killed by signal 9 "
+            "(out of memory?) while this case ran") in r.stdout
+    assert "FAILED test_dies.py::test_after: not run: the pytest process was killed" in r.stdout
