@@ -36,6 +36,7 @@ from .ir.validate import CODE as INVALID_IR
 from .options import SimParams, legacy_backend, selected_backend, selected_numerics
 from .semantics import Unsupported
 from .sim.interp import Program
+from .sim.jax_host import handed
 from .sim.liveness import peak_bytes
 from .sim.nki_numerics import nki_simulator_kernel
 from .trace.kernel import Traced
@@ -244,11 +245,12 @@ def _handed_out(x, seen: set):
     """``x`` as the caller's own writable array: copied unless the simulation owns it alone.
 
     why: the interpreter's output buffers are fresh arrays nothing else holds, so copying them
-    only cost time (a 4 MiB copy per 1024^2 output); views (the compiled program's read-only
-    device results, an input returned as is) and repeats of one buffer are copied.
+    only cost time (a 4 MiB copy per 1024^2 output), and so are the compiled program's result
+    buffers :func:`.sim.jax_host.host_results` handed over; other views (read-only device
+    results, an input returned as is) and repeats of one buffer are copied.
     """
-    if isinstance(x, np.ndarray) and x.flags.owndata and x.flags.writeable and \
-            id(x) not in seen:
+    if isinstance(x, np.ndarray) and x.flags.writeable and id(x) not in seen and (
+            x.flags.owndata or handed(x)):
         seen.add(id(x))
         return x
     return np.array(x)

@@ -41,6 +41,7 @@ from ..ir import Kernel
 from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
 from ..semantics import Unsupported, numerics_jax
 from .interp import Program
+from .jax_host import host_results
 from .jax_lower import Lower
 from .jax_static import (
     checked_inputs,
@@ -211,9 +212,11 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
     """Run ``kernel`` (a :class:`Kernel` or :class:`Program`) as one compiled JAX program.
 
     Same contract as ``Program(kernel).run(inputs, params)``: ``inputs`` maps parameter names
-    to arrays; returns output name -> numpy array in storage dtype (read-only views of the
-    device results; copy before writing), with the interpreter's warnings and errors (the
-    interpreter re-runs the kernel whenever one is due).
+    to arrays; returns output name -> numpy array in storage dtype, with the interpreter's
+    warnings and errors (the interpreter re-runs the kernel whenever one is due). On CPU the
+    arrays are the program's own result buffers, writable and the caller's
+    (:func:`.jax_host.host_results`); elsewhere, and for a buffer that might be shared, they
+    are read-only views: copy before writing.
 
     Args:
         kernel: the traced kernel IR (or an interpreter ``Program`` of it).
@@ -262,7 +265,10 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
         comp.remember(inputs, arrays, params, run, args)
     comp.runs += 1
     # why: outputs first: reading the flag then costs no second wait for the program
-    res = {name: np.asarray(o) for name, o in zip(kernel.outputs, outs, strict=True)}
+    if comp.device.platform == "cpu":
+        res = dict(zip(kernel.outputs, host_results(outs, args), strict=True))
+    else:
+        res = {name: np.asarray(o) for name, o in zip(kernel.outputs, outs, strict=True)}
     if id(run) in comp.clean or not np.asarray(flag):
         return res
     # the interpreter reports what the flag saw, with its exact message
