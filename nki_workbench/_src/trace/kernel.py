@@ -166,7 +166,7 @@ def _const_repr(v):
 
 
 def specialisation_key(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
-                       mapper=None) -> tuple:
+                       mapper=None, flat=None) -> tuple:
     """The one key a trace is cached under: what :func:`trace_function` would specialise on.
 
     Args:
@@ -177,8 +177,9 @@ def specialisation_key(func, args=(), kwargs=None, *, grid=(), target=None, hook
         target: platform target name (``None``: the default).
         hook: optional predicate recognising framework tensors.
         mapper: optional function mapping a framework tensor to ``(shape, dtype)``.
+        flat: ``flatten_args(func, args, kwargs, hook)`` when the caller has it already.
     """
-    bound, leaves = flatten_args(func, args, kwargs or {}, hook)
+    bound, leaves = flat or flatten_args(func, args, kwargs or {}, hook)
     return spec_key(func, leaves, constants_of(bound, hook), tuple(int(g) for g in grid),
                     get_target(target).name, mapper)
 
