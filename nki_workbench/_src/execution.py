@@ -235,10 +235,21 @@ def package_outputs(kernel, outs: dict, arrays, *, owned: bool = False):
         return None
     seen: set = set()
     vals = [(_handed_out(outs[n], seen) if owned else np.array(outs[n])).reshape(s)
-            for n, s in zip(kernel.outputs, kernel.result_shapes(), strict=True)]
+            for n, s in zip(kernel.outputs, _result_shapes(kernel), strict=True)]
     if returns == "single":
         return vals[0]
     return tuple(vals) if returns == "tuple" else vals
+
+
+_SHAPES = LRU(PROGRAM_CACHE_SIZE)  # id(kernel) -> (kernel, result shapes)
+
+
+def _result_shapes(kernel: Kernel) -> tuple:
+    # why: Kernel.result_shapes walks the whole IR (decls()); a steady call needs it each time
+    hit = _SHAPES.lookup(id(kernel))
+    if hit is None or hit[0] is not kernel:
+        hit = _SHAPES.store(id(kernel), (kernel, kernel.result_shapes()))
+    return hit[1]
 
 
 def _handed_out(x, seen: set):

@@ -160,3 +160,15 @@ def test_an_input_refilled_in_place_with_subnormals_still_runs_in_the_interprete
     a[0, 0] = b[0, 0] = np.float32(1e-39)  # same arrays: the repeat path
     out = nki.simulate_kernel(k, a, b, params=COMPILED)
     assert out[0, 0] == _interpreted(add_tiles, a, b)[0][0, 0] != 0
+
+
+def test_a_changed_default_argument_is_seen_by_the_next_call():
+    def scaled(a, k=2.0):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.multiply(nl.load(a), k))
+        return out
+    a = _inputs(128, 64, seed=5)[0]
+    kern = nki.jit(scaled)
+    np.testing.assert_array_equal(nki.simulate_kernel(kern, a, params=COMPILED), a * 2.0)
+    scaled.__defaults__ = (3.0,)  # the cached signature must not keep the old default
+    np.testing.assert_array_equal(nki.simulate_kernel(kern, a, params=COMPILED), a * 3.0)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import inspect
 import math
 import sys
+import types
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,13 +71,30 @@ def _spec_of(x, mapper=None):
     return tuple(x.shape), x.dtype
 
 
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _signature(func) -> inspect.Signature:
+    # why: inspect.signature is most of binding a steady call; a plain function's signature
+    # changes only with its defaults (checked by identity) or __signature__ / __wrapped__
+    if not isinstance(func, types.FunctionType) or hasattr(func, "__signature__") or \
+            hasattr(func, "__wrapped__"):
+        return inspect.signature(func)
+    hit = _SIGNATURES.get(func)
+    if hit is not None and hit[0] is func.__defaults__ and hit[1] is func.__kwdefaults__:
+        return hit[2]
+    sig = inspect.signature(func)
+    _SIGNATURES[func] = (func.__defaults__, func.__kwdefaults__, sig)
+    return sig
+
+
 def flatten_args(func, args, kwargs, hook=None):
     """Bind ``args``/``kwargs`` to ``func``; returns ``(bound, leaves)``.
 
     ``leaves`` lists ``(path, value)`` for every tensor-like leaf in argument order; paths
     are parameter names extended with ``_key`` / ``_index`` / ``_field`` for nested values.
     """
-    sig = inspect.signature(func)
+    sig = _signature(func)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as exc:
