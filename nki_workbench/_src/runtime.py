@@ -149,8 +149,12 @@ class NumpyKernel:
     # compatibility; the tracer detects the convention from what the kernel returns.
     # ``experimental_flags`` (e.g. ``"enable-mutable-parameter"``) names compiler feature
     # switches; the workbench's tracer has those features on, so it is accepted and kept.
+    # ``disable_allocation_opt=True`` asks neuronx-cc to keep a directly allocated kernel's
+    # placements as written; the workbench never moves a direct allocation, so it is accepted
+    # (a bool) and kept.
     OPTIONS: dict = {"platform_target": None, "additional_compile_opt": None,
-                     "kernel_return": None, "experimental_flags": None}
+                     "kernel_return": None, "experimental_flags": None,
+                     "disable_allocation_opt": False}
 
     def __init__(self, func, grid=(), **options):
         unknown = sorted(set(options) - set(self.OPTIONS))
@@ -160,6 +164,9 @@ class NumpyKernel:
         if options.get("kernel_return") not in (None, True, False):
             raise TypeError(f"kernel_return must be True or False, not "
                             f"{options['kernel_return']!r}")
+        if not isinstance(options.get("disable_allocation_opt", False), bool):
+            raise TypeError(f"disable_allocation_opt must be True or False, not "
+                            f"{options['disable_allocation_opt']!r}")
         self.func = func
         self.grid = tuple(grid or ())
         self.options = {**self.OPTIONS, **options}

@@ -506,12 +506,44 @@ def test_activation_reduce_compiles_and_matches_the_interpreter():
                                atol=1e-4)
 
 
-def test_activation_range_checked_op_falls_back_and_warns():
+def k_act_log_masked(a):
+    out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:a.shape[0], 0:a.shape[1]]
+    y = nl.zeros(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    y[i_p, i_f] = nisa.activation(op=nl.log, data=nl.load(a), mask=i_f < 5)
+    nl.store(out, y)
+    return out
+
+
+def test_activation_range_checked_op_compiles_and_flags_out_of_range_data():
+    # why: the valid-range check is a run-time flag of the compiled program (P.flagged): data
+    # in range runs compiled and quiet; data out of range re-runs in the interpreter, which warns
     a = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
-    _falls_back(k_act_sin, (a,), "op=sin (valid-range check)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref, out = _run_both(k_act_sin, (a,))
+    _check(ref, out, 4)
+    np.testing.assert_allclose(out["out"], np.sin(a), rtol=1e-6, atol=1e-7)
     k, inputs = _trace(k_act_sin, (a * 4,))
-    with pytest.warns(ActivationRangeWarning, match="sin"):
-        jax_exec.run_compiled(k, inputs)
+    with pytest.warns(ActivationRangeWarning):
+        ref = Program(k).run(inputs, backend="numpy")
+    comp = jax_exec.compiled(k)
+    runs = comp.runs
+    with pytest.warns(ActivationRangeWarning, match="sin: 14 input value"):
+        out = jax_exec.run_compiled(k, inputs)
+    assert comp.runs == runs + 1  # why: the compiled program ran and raised the flag
+    np.testing.assert_array_equal(out["out"], ref["out"])
+
+
+def test_activation_range_check_ignores_masked_off_elements_when_compiled():
+    a = np.abs(rand(16, 8)) + 0.5
+    a[:, 5:] = -1.0  # out of log's range, but masked off
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref, out = _run_both(k_act_log_masked, (a,))
+    _check(ref, out, 4)
+    np.testing.assert_allclose(out["out"][:, :5], np.log(a[:, :5]), rtol=1e-6)
+    np.testing.assert_array_equal(out["out"][:, 5:], 0)
 
 
 def test_matmul_hint_falls_back_and_warns():

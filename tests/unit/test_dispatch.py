@@ -251,6 +251,22 @@ def test_numpy_kernel_options_are_checked():
     assert nki.baremetal(nki.jit(add)[2]).grid == (2,)
 
 
+def test_disable_allocation_opt_is_accepted_as_nki_accepts_it():
+    # why: course kernels call nki.baremetal(kernel, disable_allocation_opt=True); the
+    # workbench keeps direct allocations as written anyway, so only the bool is checked
+    a, b = _f32(4, 8), _f32(4, 8)
+    for k in (nki.baremetal(add, disable_allocation_opt=True),
+              nki.jit(add, mode="baremetal", disable_allocation_opt=True)):
+        opts = k.kwargs if isinstance(k, GenericKernel) else k.options
+        assert opts["disable_allocation_opt"] is True
+        np.testing.assert_allclose(k(a, b), a + b, rtol=1e-6)
+    bench = nki.benchmark(warmup=1, iters=1, disable_allocation_opt=True)(add)
+    bench(a, b)
+    assert bench.benchmark_result.nc_latency.get_latency_percentile(50) > 0
+    with pytest.raises(TypeError, match="disable_allocation_opt must be True or False"):
+        nki.baremetal(add, disable_allocation_opt="yes")
+
+
 def test_public_names():
     import nki_workbench
     assert nki.FrameworkKernel is FrameworkKernel

@@ -187,10 +187,10 @@ def scan(P, step, init, xs):
         import jax.numpy as jnp
         from jax import lax
 
-        from .numerics_jax import note_flush, watching_flushes
+        from .numerics_jax import note_flush, watching_flags
 
         def body(c, cols):
-            with watching_flushes() as flushed:  # why: a flag may not leak out of the scan
+            with watching_flags() as flushed:  # why: a flag may not leak out of the scan
                 c = step(c, *cols)
             return c, (c, jnp.any(jnp.stack(flushed)) if flushed else jnp.bool_(False))
         rows, flags = lax.scan(body, init, tuple(xs), unroll=max(1, min(8, n)))[1]

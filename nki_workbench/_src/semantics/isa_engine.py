@@ -79,12 +79,13 @@ def _range_check(P, ex, name, z, sel):
     if rng is None:
         return
     # why: the hardware's approximation is invalid outside the range: warn on the data
-    P.unsupported(f"nisa.activation op={name} (valid-range check)")
-    z = P.concrete(z)
-    v = z if sel is None else z[np.asarray(sel_like(P, sel, z.shape))]
-    v = np.abs(v) if len(rng) == 3 else v
-    bad = ~((v >= rng[0]) & (v <= rng[1]))
-    if bad.any():
+    a = P.xp.abs(z) if len(rng) == 3 else z
+    out = ~((a >= rng[0]) & (a <= rng[1]))
+    if P.flagged(out if sel is None else out & sel_like(P, sel, z.shape)):
+        z = P.concrete(z)
+        v = z if sel is None else z[np.asarray(sel_like(P, sel, z.shape))]
+        v = np.abs(v) if len(rng) == 3 else v
+        bad = ~((v >= rng[0]) & (v <= rng[1]))
         lo, hi = (f"±{rng[0]:g}", f"±{rng[1]:g}") if len(rng) == 3 else (f"{rng[0]:g}",
                                                                          f"{rng[1]:g}")
         warn(ActivationRangeWarning, f"nisa.activation op={name}: {int(bad.sum())} input value(s) "

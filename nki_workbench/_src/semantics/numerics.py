@@ -199,6 +199,15 @@ class Numerics:
         """``x`` as a numpy value (rules needing a Python decision on data)."""
         return np.asarray(x)
 
+    def flagged(self, bad) -> bool:
+        """Whether any element of ``bad`` (booleans) is set, for a rule that warns on its data.
+
+        numpy answers it. The compiled executor answers ``False`` and records ``any(bad)`` as a
+        run-time flag: set, the kernel re-runs in the interpreter, whose rule then warns with
+        its exact message, so no warning is lost and none is invented.
+        """
+        return bool(np.any(bad))
+
     def unsupported(self, why: str):
         """Signal that a rule can not run on this executor (numpy runs everything)."""
         return None

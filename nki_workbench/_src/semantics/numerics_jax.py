@@ -9,7 +9,7 @@ Bit-exactness with the numpy instance, and where it cannot hold:
   ``vmap`` too), so element-wise arithmetic is bit-identical.
 * XLA's CPU runtime flushes float32 subnormals (|x| < 1.18e-38) to zero; numpy keeps them
   (inputs holding them run in the interpreter: ``jax_static.subnormal_input``; docs/semantics.md).
-  With :data:`CHECK_FLUSHES` on, under :func:`watching_flushes`, each float32 ``add``,
+  With :data:`CHECK_FLUSHES` on, under :func:`watching_flags`, each float32 ``add``,
   ``subtract``, ``multiply`` and ``divide`` of :meth:`JaxNumerics.alu` also records whether a
   result was flushed (:func:`_flushed`), which the compiled executor turns into its
   re-run-in-the-interpreter flag.
@@ -33,7 +33,7 @@ from jax.scipy import special as jsp
 from .. import dtypes as D
 from .numerics import Numerics, Unsupported
 
-__all__ = ["JaxNumerics", "is_traced", "watching_flushes", "note_flush"]
+__all__ = ["JaxNumerics", "is_traced", "watching_flags", "note_flush"]
 
 _F32 = np.dtype(np.float32)
 _WATCH = threading.local()
@@ -48,12 +48,17 @@ their subnormals; it costs 1.5-3x on element-wise compiled kernels (measured, do
 
 
 @contextlib.contextmanager
-def watching_flushes():
-    """Collect, for the ALU ops run inside, flags "a result was flushed to zero" (a list)."""
+def watching_flags():
+    """Collect the run-time flags of the rules lowered inside (a list of boolean scalars).
+
+    A flag set at run time makes the compiled executor re-run the kernel in the interpreter.
+    Flags come from :meth:`JaxNumerics.flagged` (a rule's data check that warns, e.g. the
+    activation valid ranges) and, with :data:`CHECK_FLUSHES` on, from flushed subnormal results.
+    """
     prev = getattr(_WATCH, "flags", None)
-    _WATCH.flags = flags = [] if CHECK_FLUSHES else None
+    _WATCH.flags = flags = []
     try:
-        yield flags if flags is not None else []
+        yield flags
     finally:
         _WATCH.flags = prev
 
@@ -98,12 +103,23 @@ class JaxNumerics(Numerics):
         self.zero = zero
 
     def alu(self, op: str, a, b, out=None):
-        """:meth:`.Numerics.alu`, noting flushed subnormal results (:func:`watching_flushes`)."""
+        """:meth:`.Numerics.alu`, noting flushed subnormal results (:func:`watching_flags`)."""
         r = super().alu(op, a, b, out)
-        if getattr(_WATCH, "flags", None) is not None and op in _FLUSHABLE and \
-                getattr(r, "dtype", None) == _F32 and is_traced(r):
+        if CHECK_FLUSHES and op in _FLUSHABLE and getattr(_WATCH, "flags", None) is not None \
+                and getattr(r, "dtype", None) == _F32 and is_traced(r):
             note_flush(_flushed(op, self.f32(a), self.f32(b), r))
         return r
+
+    def flagged(self, bad):
+        """:meth:`.Numerics.flagged`: ``False`` now, ``any(bad)`` a run-time flag.
+
+        Set, the flag re-runs the kernel in the interpreter, where the rule warns with its
+        exact message; outside an instruction's lowering the rule cannot compile.
+        """
+        if getattr(_WATCH, "flags", None) is None:
+            self.unsupported("a data check outside a compiled instruction")
+        _WATCH.flags.append(jnp.any(jnp.asarray(bad)))
+        return False
 
     # --- dtypes -------------------------------------------------------------------------
     def f32(self, x):

@@ -40,7 +40,7 @@ from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stm
 from ..ir import expr as E
 from ..semantics import VALUE_RULES, Ex, Unsupported, jax_numerics
 from ..semantics.isa_alu import out_sel as narrower_sel
-from ..semantics.numerics_jax import watching_flushes
+from ..semantics.numerics_jax import watching_flags
 from .analysis import overlapping_writes, read_and_written, starts_accumulation_group
 from .interp import Program
 from .jax_access import (
@@ -373,7 +373,7 @@ class Lower(Buffers):
             self.partials.append((inst, vals))  # why: summed over the loop after it (jax_vector)
             return
         ex = Ex(inst, vals, None if sel is None else jnp.asarray(sel), None, out_shapes)
-        with watching_flushes() as flushed:  # why: XLA flushes subnormal results (see there)
+        with watching_flags() as flushed:  # why: data checks and flushed subnormals (see there)
             result = self.rule(inst.op)(self.P, ex)
         for f in flushed:
             self.bad(f)
