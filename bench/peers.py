@@ -5,8 +5,10 @@ and steady), and JAX Pallas ``interpret=True`` under ``jax.jit``.
 Rounds are interleaved (every workload and method once per round, so load from other processes
 hits all of them alike); each cell is the median over rounds, with its ratio to whole-array
 numpy measured in the same rounds. "First call" columns are cold: new kernel objects and empty
-compiled-program caches (the trace is part of the first call). numpy keeps its default BLAS
-threads; the interpreter limits them to one while it runs (``platform.blas_single_threaded``).
+compiled-program caches (the trace is part of the first call); each steady column is timed
+after one untimed call of its own, so it never pays for a program an earlier cold call dropped.
+numpy keeps its default BLAS threads; the interpreter limits them to one while it runs
+(``platform.blas_single_threaded``).
 
 Usage: ``python bench/peers.py [--quick] [--rounds N] [--only NAME,...]`` (``make bench``).
 ``--quick`` runs the 1024-sized workloads with fewer rounds (about two minutes on 2 cores).
@@ -155,6 +157,9 @@ def main(argv=None):
                     _cold()
                     times[n][m].append(_timed(fns[m])[0])
                 else:
+                    # why: a "1st" method's _cold() dropped the compiled programs; "auto 1st"
+                    # interprets, so without this call the steady "auto" timed a recompile
+                    fns[m]()
                     times[n][m].append(np.median([_timed(fns[m])[0]
                                                   for _ in range(STEADY_CALLS)]))
     head = f"{'workload':<20}" + "".join(f"{m:>15}" for m in METHODS)

@@ -36,6 +36,7 @@ from .ir.validate import CODE as INVALID_IR
 from .options import SimParams, legacy_backend, selected_backend, selected_numerics
 from .semantics import Unsupported
 from .sim.interp import Program
+from .sim.jax_host import handed
 from .sim.liveness import peak_bytes
 from .sim.nki_numerics import nki_simulator_kernel
 from .trace.kernel import Traced
@@ -234,21 +235,33 @@ def package_outputs(kernel, outs: dict, arrays, *, owned: bool = False):
         return None
     seen: set = set()
     vals = [(_handed_out(outs[n], seen) if owned else np.array(outs[n])).reshape(s)
-            for n, s in zip(kernel.outputs, kernel.result_shapes(), strict=True)]
+            for n, s in zip(kernel.outputs, _result_shapes(kernel), strict=True)]
     if returns == "single":
         return vals[0]
     return tuple(vals) if returns == "tuple" else vals
+
+
+_SHAPES = LRU(PROGRAM_CACHE_SIZE)  # id(kernel) -> (kernel, result shapes)
+
+
+def _result_shapes(kernel: Kernel) -> tuple:
+    # why: Kernel.result_shapes walks the whole IR (decls()); a steady call needs it each time
+    hit = _SHAPES.lookup(id(kernel))
+    if hit is None or hit[0] is not kernel:
+        hit = _SHAPES.store(id(kernel), (kernel, kernel.result_shapes()))
+    return hit[1]
 
 
 def _handed_out(x, seen: set):
     """``x`` as the caller's own writable array: copied unless the simulation owns it alone.
 
     why: the interpreter's output buffers are fresh arrays nothing else holds, so copying them
-    only cost time (a 4 MiB copy per 1024^2 output); views (the compiled program's read-only
-    device results, an input returned as is) and repeats of one buffer are copied.
+    only cost time (a 4 MiB copy per 1024^2 output), and so are the compiled program's result
+    buffers :func:`.sim.jax_host.host_results` handed over; other views (read-only device
+    results, an input returned as is) and repeats of one buffer are copied.
     """
-    if isinstance(x, np.ndarray) and x.flags.owndata and x.flags.writeable and \
-            id(x) not in seen:
+    if isinstance(x, np.ndarray) and x.flags.writeable and id(x) not in seen and (
+            x.flags.owndata or handed(x)):
         seen.add(id(x))
         return x
     return np.array(x)

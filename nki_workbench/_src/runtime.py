@@ -68,18 +68,31 @@ def get_traced(func, args, kwargs, *, grid=(), target=None, cache=None) -> Trace
     ``cache`` (a kernel object's own dict) keeps the most recently used traces, at most
     ``caching.DEFAULT_SIZE`` specialisations.
     """
+    return _traced_and_flat(func, args, kwargs, grid, target, cache)[0]
+
+
+def _traced_and_flat(func, args, kwargs, grid, target, cache):
+    """``(traced, flat)``: :func:`get_traced`'s trace and the call's ``flatten_args``.
+
+    why: binding the arguments (``inspect.signature``) is most of a steady call's Python
+    time; the key and :func:`bind_inputs` share one binding (``flat`` is None on no cache).
+    """
     if cache is None:
-        return trace_kernel(func, args, kwargs, grid=grid, target=target)
-    key = specialisation_key(func, args, kwargs, grid=grid, target=target)
+        return trace_kernel(func, args, kwargs, grid=grid, target=target), None
+    flat = flatten_args(func, args, kwargs)
+    key = specialisation_key(func, args, kwargs, grid=grid, target=target, flat=flat)
     traced = lru_get(cache, key)
     if traced is None:
         traced = lru_put(cache, key, trace_kernel(func, args, kwargs, grid=grid, target=target))
-    return traced
+    return traced, flat
 
 
-def bind_inputs(traced: Traced, func, args, kwargs) -> list:
-    """The numpy arrays of a call, in the order of the trace's tensor parameters."""
-    _, leaves = flatten_args(func, args, kwargs)
+def bind_inputs(traced: Traced, func, args, kwargs, flat=None) -> list:
+    """The numpy arrays of a call, in the order of the trace's tensor parameters.
+
+    ``flat``: the call's ``flatten_args(func, args, kwargs)`` when the caller has it already.
+    """
+    _, leaves = flat or flatten_args(func, args, kwargs)
     k = traced.kernel
     if len(leaves) != len(k.params):
         raise NkiError(None, f"kernel '{k.name}' was traced with {len(k.params)} tensor "
@@ -95,13 +108,14 @@ def bind_inputs(traced: Traced, func, args, kwargs) -> list:
 
 
 def run_traced(traced: Traced, func, args, kwargs, params: SimParams | None = None,
-               backend: str | None = None):
+               backend: str | None = None, *, flat=None):
     """Simulate an already traced kernel on concrete arguments.
 
-    ``params.backend`` picks the simulator (``backend=`` is its deprecated spelling).
+    ``params.backend`` picks the simulator (``backend=`` is its deprecated spelling);
+    ``flat``: the call's ``flatten_args`` when the caller has it (:func:`bind_inputs`).
     """
     params = legacy_backend(params, backend, "run_traced")
-    arrays = bind_inputs(traced, func, args, kwargs)
+    arrays = bind_inputs(traced, func, args, kwargs, flat)
     k = traced.kernel
     outs = run(traced, {d.name: a for d, a in zip(k.params, arrays, strict=True)}, params)
     return package_outputs(k, outs, arrays, owned=True)
@@ -116,8 +130,8 @@ def simulate(func, args=(), kwargs=None, *, grid=(), target=None, params=None, c
     """
     kwargs = kwargs or {}
     params = legacy_backend(params, backend, "simulate")
-    traced = get_traced(func, args, kwargs, grid=grid, target=target, cache=cache)
-    return run_traced(traced, func, args, kwargs, params)
+    traced, flat = _traced_and_flat(func, args, kwargs, grid, target, cache)
+    return run_traced(traced, func, args, kwargs, params, flat=flat)
 
 
 
@@ -175,11 +189,16 @@ class NumpyKernel:
 
     def trace(self, args, kwargs, *, warn: bool = False) -> tuple[Traced, str]:
         """The traced kernel and its platform target for these arguments."""
+        traced, target, _ = self._trace_flat(args, kwargs, warn)
+        return traced, target
+
+    def _trace_flat(self, args, kwargs, warn: bool):
+        """``(traced, target, flat)``: :meth:`trace` and the call's bound arguments."""
         target, _ = self._target(warn)
         grid = check_grid(self.grid, target)
-        traced = get_traced(self.func, args, kwargs, grid=grid, target=hardware_target(target),
-                            cache=self._cache)
-        return traced, target
+        traced, flat = _traced_and_flat(self.func, args, kwargs, grid, hardware_target(target),
+                                        self._cache)
+        return traced, target, flat
 
     def __call__(self, *args, **kwargs):
         # why: the base class only traces; each mode (SimulateKernel, BaremetalKernel...) runs
@@ -197,8 +216,8 @@ class SimulateKernel(NumpyKernel):
     OPTIONS = {**NumpyKernel.OPTIONS, "params": None}
 
     def __call__(self, *args, **kwargs):
-        traced, _ = self.trace(args, kwargs)
-        return run_traced(traced, self.func, args, kwargs, self.options["params"])
+        traced, _, flat = self._trace_flat(args, kwargs, False)
+        return run_traced(traced, self.func, args, kwargs, self.options["params"], flat=flat)
 
 
 class TraceKernel(NumpyKernel):

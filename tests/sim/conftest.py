@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 # always interprets): a second run under the other executor would repeat the same work
 NAMES_ITS_EXECUTORS = {"test_jax_exec", "test_jax_exec_fast", "test_jax_isa", "test_jax_vector",
                        "test_semantics_numerics", "test_registry", "test_timing",
-                       "test_timing_matmul"}
+                       "test_timing_matmul", "test_jax_host"}
 EXECUTORS = ("numpy", "jax")
 
 

@@ -14,7 +14,7 @@ from backends import run_both, warns_alike
 from backends import trace_inputs as _trace
 
 import nki_workbench.nki.language as nl
-from nki_workbench._src.sim import jax_exec
+from nki_workbench._src.sim import jax_exec, jax_lower
 from nki_workbench._src.sim.interp import Program
 
 pytest.importorskip("jax")
@@ -127,8 +127,8 @@ def test_tainted_value_into_a_proven_output_reports_like_the_interpreter():
 
 
 def test_blocks_before_a_rolled_loop_are_kept(monkeypatch):
-    monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 0)
-    monkeypatch.setattr(jax_exec, "VECTORISE", False)
+    monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 0)
+    monkeypatch.setattr(jax_lower, "VECTORISE", False)
     monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
 
     def k(a):
@@ -183,8 +183,8 @@ def test_unadoptable_inputs_are_copied_and_still_exact():
 
 def test_loops_inside_a_rolled_loop_stay_rolled(monkeypatch):
     """Unrolled static tiles inside a ``fori_loop`` become hoisted loop state (copies)."""
-    monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 8)
-    monkeypatch.setattr(jax_exec, "VECTORISE", False)
+    monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 8)
+    monkeypatch.setattr(jax_lower, "VECTORISE", False)
     monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
     args = (rand(256, 256).astype(np.float32), rand(256, 1024).astype(np.float32))
     k, inputs = _trace(K.matmul_tiled, *args)
@@ -291,17 +291,17 @@ def nested_one_trip_loops(a):
 def test_one_trip_loops_are_inlined_and_each_instruction_is_traced_once(monkeypatch):
     """Before: a ``fori_loop`` per one-trip loop, each traced again by an ``eval_shape``
     (2^depth traces of the innermost body; the nki-samples flash backward took 171 s)."""
-    monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 4)
-    monkeypatch.setattr(jax_exec, "VECTORISE", False)
+    monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 4)
+    monkeypatch.setattr(jax_lower, "VECTORISE", False)
     monkeypatch.setattr(jax_exec, "_CACHE", {})
     traced = []
-    real = jax_exec._Lower.inst
+    real = jax_lower.Lower.inst
 
     def counting(self, s, *rest):
         traced.append(id(s))
         return real(self, s, *rest)
 
-    monkeypatch.setattr(jax_exec._Lower, "inst", counting)
+    monkeypatch.setattr(jax_lower.Lower, "inst", counting)
     a = rand(512, 64)
     k, inputs = _trace(nested_one_trip_loops, a)
     text = _hlo(k, inputs)

@@ -24,7 +24,7 @@ import nki_workbench.nki.isa as nisa
 import nki_workbench.nki.language as nl
 from nki_workbench import ActivationRangeWarning, CompiledFallbackWarning, IsaHintWarning, nki
 from nki_workbench._src.semantics import NUMPY, isa_alu, jax_numerics
-from nki_workbench._src.sim import jax_exec
+from nki_workbench._src.sim import jax_exec, jax_lower
 from nki_workbench._src.sim.interp import Program
 
 pytest.importorskip("jax")
@@ -435,8 +435,8 @@ def test_rules_under_vmap_are_bit_identical(monkeypatch):
     def counting(lw, loop, plan):
         calls.append(loop.var)
         return vectorise(lw, loop, plan)
-    vectorise = jax_exec.vectorise
-    monkeypatch.setattr(jax_exec, "vectorise", counting)
+    vectorise = jax_lower.vectorise
+    monkeypatch.setattr(jax_lower, "vectorise", counting)
     a, v = rand(512, 96, scale=10), rand(512, 1) + 3.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")

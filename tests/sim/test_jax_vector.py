@@ -15,7 +15,7 @@ from backends import trace_inputs as _trace
 
 import nki_workbench.nki.language as nl
 from nki_workbench import LoopCarriedDependencyWarning, SimParams
-from nki_workbench._src.sim import jax_exec
+from nki_workbench._src.sim import jax_exec, jax_lower
 from nki_workbench._src.sim.interp import Program
 
 pytest.importorskip("jax")
@@ -55,7 +55,7 @@ def _plans(kernel, *args):
         bufs = {n: [None, None, None] for n in decls}
 
         def used_outside(self, loop):
-            return jax_exec._Lower.used_outside(self, loop)
+            return jax_lower.Lower.used_outside(self, loop)
     probe = Probe()
     probe.k = k
     from nki_workbench._src.ir import Loop
@@ -204,8 +204,8 @@ def test_sequential_loops_and_a_disabled_switch_keep_the_loop(monkeypatch):
         return out
     a = rand(512, 32)
     assert _plans(seq, a)["i"] is None
-    monkeypatch.setattr(jax_exec, "VECTORISE", False)
-    monkeypatch.setattr(jax_exec, "UNROLL_BUDGET", 0)
+    monkeypatch.setattr(jax_lower, "VECTORISE", False)
+    monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 0)
     monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced with batching on
     ref, out, text = _both(rows_then_scale, rand(512, 64), rand(512, 64))
     _identical(ref, out)

@@ -1,7 +1,7 @@
 """What every opcode computes, written once: the numerics protocol and the value rules.
 
 Layering: ``semantics`` sits above the IR and the front ends and below the executors
-(``sim/interp.py``, the numpy interpreter; ``sim/jax_exec.py``, the compiled JAX lowering).
+(``sim/interp.py``, the numpy interpreter; ``sim/jax_lower.py``, the compiled JAX lowering).
 Executors own memory, masks, written/poison tracking, races and out-of-bounds checks; they never
 say what an op computes — they look up :data:`VALUE_RULES` and call ``rule(P, ex)`` with their
 :class:`~.numerics.Numerics` instance. Per-opcode executor facts: :mod:`.registry`. See

@@ -58,7 +58,7 @@ NL_INTERPRETER_ONLY = {
 
 NL_EXECUTOR_SPECIAL = {
     "atomic_rmw": "needs the destination memory and indirect indices (interp_inst._atomic_rmw)",
-    "all_reduce": "exchanges values between SPMD programs (interp_inst._all_reduce, jax_exec)",
+    "all_reduce": "exchanges values between SPMD programs (interp_inst._all_reduce, jax_lower)",
 }
 """nki.language opcodes without a value rule: the executors run them themselves."""
 

@@ -1,6 +1,6 @@
 """The memory side of the compiled lowering: tensors as JAX arrays, written-masks, race stamps.
 
-:class:`Buffers` is the base of ``jax_exec._Lower``: each tensor is ``[data, init, stamps]``
+:class:`Buffers` is the base of ``jax_lower.Lower``: each tensor is ``[data, init, stamps]``
 (``init`` the written-element mask, ``None`` where a write proved it whole; ``stamps`` the
 ``affine_range`` iteration that last wrote each element, only when races are tracked), views
 alias their root tensor, and blocks written to outputs proven written whole wait in

@@ -189,7 +189,7 @@ def vector_plan(loop: Loop, lw) -> VectorPlan | None:
 
     Args:
         loop: an ``affine_range`` loop of the kernel being lowered.
-        lw: the lowering (``jax_exec._Lower``) at the point where the loop starts.
+        lw: the lowering (``jax_lower.Lower``) at the point where the loop starts.
     """
     if loop.kind != "affine" or loop.trip_count < 2:
         return None

@@ -16,6 +16,8 @@ from __future__ import annotations
 import inspect
 import math
 import sys
+import types
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,13 +71,30 @@ def _spec_of(x, mapper=None):
     return tuple(x.shape), x.dtype
 
 
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _signature(func) -> inspect.Signature:
+    # why: inspect.signature is most of binding a steady call; a plain function's signature
+    # changes only with its defaults (checked by identity) or __signature__ / __wrapped__
+    if not isinstance(func, types.FunctionType) or hasattr(func, "__signature__") or \
+            hasattr(func, "__wrapped__"):
+        return inspect.signature(func)
+    hit = _SIGNATURES.get(func)
+    if hit is not None and hit[0] is func.__defaults__ and hit[1] is func.__kwdefaults__:
+        return hit[2]
+    sig = inspect.signature(func)
+    _SIGNATURES[func] = (func.__defaults__, func.__kwdefaults__, sig)
+    return sig
+
+
 def flatten_args(func, args, kwargs, hook=None):
     """Bind ``args``/``kwargs`` to ``func``; returns ``(bound, leaves)``.
 
     ``leaves`` lists ``(path, value)`` for every tensor-like leaf in argument order; paths
     are parameter names extended with ``_key`` / ``_index`` / ``_field`` for nested values.
     """
-    sig = inspect.signature(func)
+    sig = _signature(func)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as exc:
@@ -166,7 +185,7 @@ def _const_repr(v):
 
 
 def specialisation_key(func, args=(), kwargs=None, *, grid=(), target=None, hook=None,
-                       mapper=None) -> tuple:
+                       mapper=None, flat=None) -> tuple:
     """The one key a trace is cached under: what :func:`trace_function` would specialise on.
 
     Args:
@@ -177,8 +196,9 @@ def specialisation_key(func, args=(), kwargs=None, *, grid=(), target=None, hook
         target: platform target name (``None``: the default).
         hook: optional predicate recognising framework tensors.
         mapper: optional function mapping a framework tensor to ``(shape, dtype)``.
+        flat: ``flatten_args(func, args, kwargs, hook)`` when the caller has it already.
     """
-    bound, leaves = flatten_args(func, args, kwargs or {}, hook)
+    bound, leaves = flat or flatten_args(func, args, kwargs or {}, hook)
     return spec_key(func, leaves, constants_of(bound, hook), tuple(int(g) for g in grid),
                     get_target(target).name, mapper)
 
