@@ -15,7 +15,7 @@ import nki_workbench.nki.language as nl
 from nki_workbench import CompiledFallbackWarning, SimParams, nki
 from nki_workbench._src.semantics import numerics_jax
 from nki_workbench._src.sim import jax_exec
-from nki_workbench._src.sim.jax_static import subnormal_input
+from nki_workbench._src.sim.jax_static import _MAGNITUDE_BITS, _has_subnormal, subnormal_input
 
 
 def add(a, b):
@@ -209,3 +209,21 @@ def test_big_subnormal_results_of_normal_inputs_are_kept_when_checked(op, dtype,
         out = nki.simulate_kernel(kern, a, b, params=SimParams(backend=backend))
         np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8), err_msg=backend)
     assert calls  # the compiled program flagged its flushed results; the interpreter re-ran
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_the_subnormal_scan_finds_one_anywhere_and_nothing_else(dtype):
+    bits = _MAGNITUDE_BITS[np.dtype(dtype)]
+    tiny = float(ml_dtypes.finfo(dtype).smallest_normal)
+    clean = np.array([0.0, -0.0, tiny, -tiny, np.inf, -np.inf, np.nan, 1.0], dtype)
+    big = np.resize(clean, 3 * (1 << 16) + 5)  # why: past several scan chunks, a ragged tail
+    assert not _has_subnormal(big, *bits)
+    for where in (0, (1 << 16) - 1, 1 << 16, big.size - 1):
+        for v in (tiny / 2, -tiny / 2, float(ml_dtypes.finfo(dtype).smallest_subnormal)):
+            x = big.copy()
+            x[where] = v
+            assert _has_subnormal(x, *bits), (where, v)
+    strided = big.copy()
+    strided[3 * 7] = tiny / 4
+    assert _has_subnormal(strided[::3], *bits)  # a non-contiguous input
+    assert not _has_subnormal(strided[1::3], *bits)

@@ -148,10 +148,6 @@ def test_a_steady_call_binds_its_arguments_once(monkeypatch):
     assert len(calls) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the repeat path (same arrays again) skips the "
-                   "host-side subnormal-input scan, so an input refilled in place with "
-                   "subnormals is flushed by XLA; checking in the program costs ~0.5 ms per "
-                   "4 MiB input (measured), left to the lead")
 def test_an_input_refilled_in_place_with_subnormals_still_runs_in_the_interpreter():
     a, b = (np.ones((256, 128), np.float32) for _ in range(2))
     k = nki.jit(add_tiles)

@@ -234,8 +234,25 @@ def checked_inputs(kernel: Kernel, inputs: dict, specs: tuple | None = None) -> 
     return arrays
 
 
-_EXPONENT_BITS = {np.dtype(np.float32): (np.uint32, 0x7F800000, 0x007FFFFF),
-                  np.dtype(D.storage_dtype(D.from_name("bfloat16"))): (np.uint16, 0x7F80, 0x007F)}
+# storage dtype -> (unsigned view, sign-clearing mask, largest subnormal magnitude pattern)
+_MAGNITUDE_BITS = {np.dtype(np.float32): (np.uint32, 0x7FFFFFFF, 0x007FFFFF),
+                   np.dtype(D.storage_dtype(D.from_name("bfloat16"))): (np.uint16, 0x7FFF, 0x007F)}
+_CHUNK = 1 << 16  # why: temporaries of this many elements stay in cache: ~2.5x a whole-array scan
+
+
+def _has_subnormal(arr, kind, magnitude, largest) -> bool:
+    """Whether ``arr`` holds a subnormal: magnitude bits minus 1 (wrapping) below ``largest``."""
+    flat = np.ascontiguousarray(arr).reshape(-1).view(kind)
+    scratch = np.empty(min(_CHUNK, flat.size), kind)
+    for i in range(0, flat.size, _CHUNK):
+        s = scratch[:min(_CHUNK, flat.size - i)]
+        # why: integer tests: no float comparison under a flush-to-zero mode can hide one;
+        # magnitude 0 (a zero) wraps to the largest value, 1..largest are the subnormals
+        np.bitwise_and(flat[i:i + s.size], magnitude, out=s)
+        np.subtract(s, 1, out=s)
+        if s.min() < largest:
+            return True
+    return False
 
 
 def subnormal_input(kernel: Kernel, arrays: list) -> str | None:
@@ -244,16 +261,12 @@ def subnormal_input(kernel: Kernel, arrays: list) -> str | None:
     XLA's CPU runtime treats subnormal operands as zero and flushes subnormal results (measured:
     ``1e-39 + 1e-39`` is 0 compiled, 2e-39 in numpy); the interpreter keeps them as numpy and
     NKI's own simulator do, so such inputs run in the interpreter. (float16 subnormals widen
-    to normal float32 values: unaffected.)
+    to normal float32 values: unaffected.) Every compiled call scans (0.7 ms per 4 MiB
+    measured): an input refilled in place must not reach XLA unseen.
     """
     for p, arr in zip(kernel.params, arrays, strict=True):
-        bits = _EXPONENT_BITS.get(arr.dtype)
-        if bits is None or not arr.size:
-            continue
-        kind, exponent, mantissa = bits
-        u = np.ascontiguousarray(arr).view(kind)
-        # why: integer tests: no float comparison under a flush-to-zero mode can hide one
-        if np.any(((u & kind(exponent)) == 0) & ((u & kind(mantissa)) != 0)):
+        bits = _MAGNITUDE_BITS.get(arr.dtype)
+        if bits is not None and arr.size and _has_subnormal(arr, *bits):
             return p.name
     return None
 
