@@ -129,7 +129,8 @@ def test_tainted_value_into_a_proven_output_reports_like_the_interpreter():
 def test_blocks_before_a_rolled_loop_are_kept(monkeypatch):
     monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 0)
     monkeypatch.setattr(jax_lower, "VECTORISE", False)
-    monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
+    # why: programs traced under other budgets
+    monkeypatch.setattr(jax_exec, "_CACHE", jax_exec.CompiledCache())
 
     def k(a):
         out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
@@ -185,7 +186,8 @@ def test_loops_inside_a_rolled_loop_stay_rolled(monkeypatch):
     """Unrolled static tiles inside a ``fori_loop`` become hoisted loop state (copies)."""
     monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 8)
     monkeypatch.setattr(jax_lower, "VECTORISE", False)
-    monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced under other budgets
+    # why: programs traced under other budgets
+    monkeypatch.setattr(jax_exec, "_CACHE", jax_exec.CompiledCache())
     args = (rand(256, 256).astype(np.float32), rand(256, 1024).astype(np.float32))
     k, inputs = _trace(K.matmul_tiled, *args)
     text = _hlo(k, inputs)
@@ -293,7 +295,7 @@ def test_one_trip_loops_are_inlined_and_each_instruction_is_traced_once(monkeypa
     (2^depth traces of the innermost body; the nki-samples flash backward took 171 s)."""
     monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 4)
     monkeypatch.setattr(jax_lower, "VECTORISE", False)
-    monkeypatch.setattr(jax_exec, "_CACHE", {})
+    monkeypatch.setattr(jax_exec, "_CACHE", jax_exec.CompiledCache())
     traced = []
     real = jax_lower.Lower.inst
 
@@ -311,3 +313,52 @@ def test_one_trip_loops_are_inlined_and_each_instruction_is_traced_once(monkeypa
     for n in ref:  # exp: XLA's and numpy's differ in the last ulp (docs/semantics.md)
         np.testing.assert_allclose(out[n], ref[n], rtol=1e-6)
         np.testing.assert_allclose(out[n], np.exp(a), rtol=1e-6)
+
+
+def _scaled(k):
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.multiply(nl.load(a), k))
+        return out
+    return kernel
+
+
+def test_the_compiled_cache_drops_the_least_recently_used_beyond_its_bounds(monkeypatch):
+    # why: every cached executable keeps its memory; unbounded, a process running many
+    # specialisations grows without limit (the nki-samples flash bwd file reached 24 GB)
+    cache = jax_exec.CompiledCache(size=2, weight=10**6)
+    monkeypatch.setattr(jax_exec, "_CACHE", cache)
+    a = rand(128, 64)
+    irs = []
+    for k in (2.0, 3.0, 4.0):
+        ir, inputs = _trace(_scaled(k), a)
+        np.testing.assert_array_equal(jax_exec.run_compiled(ir, inputs)["out"], a * k)
+        irs.append(ir)
+    assert len(cache) == 2 and cache.get(irs[0]) is None and cache.get(irs[2]) is not None
+    again = jax_exec.compiled(irs[1])  # refreshed: now the newest
+    assert jax_exec.compiled(irs[1]) is again and cache.get(irs[1]) is again
+    twin, inputs = _trace(_scaled(3.0), a)  # an equal IR, another object: one entry
+    assert twin is not irs[1] and jax_exec.compiled(twin) is again
+    ir0, inputs = _trace(_scaled(2.0), a)  # dropped kernels compile again, same results
+    np.testing.assert_array_equal(jax_exec.run_compiled(ir0, inputs)["out"], a * 2.0)
+    assert cache.get(irs[2]) is None and len(cache) == 2  # the least recently used went
+
+
+def test_the_compiled_cache_weighs_kernels_by_their_lowered_size(monkeypatch):
+    a = rand(128, 64)
+    ir2, _ = _trace(_scaled(2.0), a)
+    w = jax_lower.lowered_size(ir2)
+    assert w >= 2  # a load, a multiply, a store
+    cache = jax_exec.CompiledCache(size=100, weight=2 * w)
+    monkeypatch.setattr(jax_exec, "_CACHE", cache)
+    irs = [_trace(_scaled(k), a)[0] for k in (2.0, 3.0, 4.0)]
+    entries = [jax_exec.compiled(ir) for ir in irs]
+    assert len(cache) == 2 and cache.get(irs[0]) is None
+    assert cache.pop(irs[1]) is entries[1] and len(cache) == 1
+    heavy = jax_exec.CompiledCache(size=100, weight=w - 1)  # heavier than the bound: kept alone
+    monkeypatch.setattr(jax_exec, "_CACHE", heavy)
+    assert jax_exec.compiled(irs[0]) is jax_exec.compiled(irs[0]) and len(heavy) == 1
+    jax_exec.compiled(irs[1])
+    assert len(heavy) == 1 and heavy.get(irs[1]) is not None
+    heavy.clear()
+    assert len(heavy) == 0 and heavy.get(irs[1]) is None

@@ -206,7 +206,8 @@ def test_sequential_loops_and_a_disabled_switch_keep_the_loop(monkeypatch):
     assert _plans(seq, a)["i"] is None
     monkeypatch.setattr(jax_lower, "VECTORISE", False)
     monkeypatch.setattr(jax_lower, "UNROLL_BUDGET", 0)
-    monkeypatch.setattr(jax_exec, "_CACHE", {})  # why: programs traced with batching on
+    # why: programs traced with batching on
+    monkeypatch.setattr(jax_exec, "_CACHE", jax_exec.CompiledCache())
     ref, out, text = _both(rows_then_scale, rand(512, 64), rand(512, 64))
     _identical(ref, out)
     assert "while" in text

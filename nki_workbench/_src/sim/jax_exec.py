@@ -21,7 +21,7 @@ translation (how tensors, loops, accesses and checks become JAX) is :mod:`.jax_l
 
 Inputs reach the program without a host copy on CPU (:func:`.jax_static.window`).
 Compiled programs are cached per kernel IR (the specialisation the tracer's cache keys on)
-and, inside, per input shapes and dtypes.
+and, inside, per input shapes and dtypes; the cache is bounded (:class:`CompiledCache`).
 
 Backend selection: ``SimParams(backend=...)``, else ``NKI_WORKBENCH_SIM_BACKEND`` read in one
 place, :func:`~..options.selected_backend`; ``execution.run`` (the one run path) consults it.
@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from ..options import BACKENDS, SIM_BACKEND_ENV, SimParams, selected_backend
 from ..semantics import Unsupported, numerics_jax
 from .interp import Program
 from .jax_host import host_results
-from .jax_lower import Lower
+from .jax_lower import Lower, lowered_size
 from .jax_static import (
     checked_inputs,
     param_specs,
@@ -54,7 +55,15 @@ from .jax_static import (
 from .memory import tune_malloc
 
 __all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "compiled",
-           "CPU_OPTIONS"]
+           "CPU_OPTIONS", "CompiledCache", "COMPILED_CACHE_SIZE", "COMPILED_CACHE_WEIGHT"]
+
+COMPILED_CACHE_SIZE = 64
+"""Most kernels whose compiled programs stay cached (the least recently used go first)."""
+COMPILED_CACHE_WEIGHT = 40_000
+"""Most lowered instructions (``jax_lower.lowered_size``) the cached kernels may hold together.
+An executable's memory grows with it: nki-samples' flash-attention backward at 8192 tokens
+weighs 19 788 and keeps ~2 GB; without a bound, the 16 cases of its test file in one process
+held 24 GB and were killed (measured). The kernel being run is never dropped."""
 
 CPU_OPTIONS = {"xla_cpu_multi_thread_eigen": False} if (os.cpu_count() or 1) <= 4 else {}
 """XLA options of the compiled programs on CPU. On a small CPU (measured on a shared 2-core
@@ -65,8 +74,74 @@ threaded, softmax 4096^2 673-692 vs 896-1037 ms, so the small-machine choice sta
 _NOTICED: set = set()
 _ZERO = np.int32(0)
 _DEFAULT_PARAMS = SimParams()
-_CACHE: dict = {}
 _LOCK = threading.Lock()
+
+
+class CompiledCache:
+    """Compiled kernels by IR, dropped least recently used first beyond a count or a weight.
+
+    Args:
+        size: the most kernels kept.
+        weight: the most lowered instructions kept, all kernels together (a kernel heavier
+            than that on its own is kept alone).
+    """
+
+    def __init__(self, size: int = COMPILED_CACHE_SIZE, weight: int = COMPILED_CACHE_WEIGHT):
+        self.size, self.weight = size, weight
+        self._by_ir: dict = {}           # kernel IR -> entry (equal IRs share one)
+        self._by_id: dict = {}           # id(kernel object) -> entry: the fast path
+        self._order: OrderedDict = OrderedDict()  # id(entry) -> (entry, weight), oldest first
+        self._total = 0
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def get(self, kernel: Kernel):
+        """The entry of ``kernel`` (refreshed), or ``None``."""
+        entry = self._by_id.get(id(kernel))
+        if entry is None or entry.kernel is not kernel:
+            entry = self._by_ir.get(kernel)
+            if entry is None:
+                return None
+            self._by_id[id(kernel)] = entry
+            entry.ids.add(id(kernel))
+        self._order.move_to_end(id(entry))
+        return entry
+
+    def put(self, kernel: Kernel, entry, weight: int):
+        """Keep ``entry`` for ``kernel``, dropping the least recently used beyond the bounds."""
+        self._by_ir[kernel] = entry
+        self._by_id[id(kernel)] = entry
+        entry.ids = {id(kernel)}
+        self._order[id(entry)] = (entry, weight)
+        self._total += weight
+        while len(self._order) > 1 and (len(self._order) > self.size or
+                                        self._total > self.weight):
+            self._drop(next(iter(self._order.values()))[0])
+        return entry
+
+    def pop(self, kernel: Kernel, default=None):
+        """Drop ``kernel``'s entry; returns it (or ``default``)."""
+        entry = self._by_ir.get(kernel)
+        if entry is None:
+            return default
+        self._drop(entry)
+        return entry
+
+    def clear(self):
+        """Drop every entry."""
+        self.__init__(self.size, self.weight)
+
+    def _drop(self, entry):
+        _, weight = self._order.pop(id(entry))
+        self._total -= weight
+        self._by_ir.pop(entry.kernel, None)
+        for i in entry.ids:
+            if self._by_id.get(i) is entry:
+                del self._by_id[i]
+
+
+_CACHE = CompiledCache()
 
 
 def _jax():
@@ -189,13 +264,9 @@ class _Compiled:
 def compiled(kernel: Kernel) -> _Compiled:
     """The cached compiled form of ``kernel`` (one per IR; equal IRs share it)."""
     with _LOCK:
-        entry = _CACHE.get(id(kernel))
-        if entry is not None and entry.kernel is kernel:
-            return entry
         entry = _CACHE.get(kernel)
         if entry is None:
-            entry = _CACHE[kernel] = _Compiled(kernel)
-        _CACHE[id(kernel)] = entry
+            entry = _CACHE.put(kernel, _Compiled(kernel), lowered_size(kernel))
         return entry
 
 

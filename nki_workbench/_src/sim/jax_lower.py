@@ -58,7 +58,7 @@ from .jax_dma import LOWERINGS
 from .jax_static import fully_written_outputs, tracked
 from .jax_vector import vector_plan, vectorise
 
-__all__ = ["Lower", "UNROLL_BUDGET", "NESTED_UNROLL_BUDGET", "VECTORISE"]
+__all__ = ["Lower", "UNROLL_BUDGET", "NESTED_UNROLL_BUDGET", "VECTORISE", "lowered_size"]
 
 UNROLL_BUDGET = 64
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
@@ -540,6 +540,11 @@ class _Grow(Exception):
     def __init__(self, which):
         super().__init__(which)
         self.which = which
+
+
+def lowered_size(kernel: Kernel) -> int:
+    """Instructions ``kernel``'s compiled program emits (unrolled loops count every iteration)."""
+    return _size(kernel.body, None)
 
 
 def _size(body, lw) -> int:
