@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from .. import lang as _L
+from ..alloc.spec import DirectBuffer, DirectSpec
 from ..errors import NkiError, user_location
 from ..hw import DEFAULT_TARGET, get_target
 from ..trace import context as C
@@ -76,14 +77,17 @@ def ndarray(shape, dtype, buffer=_L.sbuf, name="", address=None, **kwargs):
         dtype: dtype name or numpy dtype.
         buffer: ``nl.sbuf`` / ``nl.psum`` / ``nl.hbm`` / ``nl.shared_hbm``.
         name: optional tensor name.
-        address: ``(partition_offset, free_byte_offset)`` placement; the workbench allocates
-            automatically and checks capacity instead (accepted, not honoured).
+        address: ``(partition_offset, free_byte_offset)``: an SBUF/PSUM tensor placed there
+            (NKI 0.3+; PSUM at a bank boundary, ``(0, bank * 2048)``) instead of by the
+            allocator, which places the other tensors around it; ignored for HBM.
         **kwargs: other keywords (accepted).
 
     Returns:
         The new tensor.
     """
     ctx = C.require("nl.ndarray")
+    if address is not None and is_on_chip(buffer):
+        buffer = _placed(buffer, address, ctx)
     shared = _buffer_name(buffer) == "shared_hbm" and "shared_next" in ctx.attrs
     if shared:
         t = _shared_of_earlier_core(ctx, shape, dtype)
@@ -98,6 +102,31 @@ def ndarray(shape, dtype, buffer=_L.sbuf, name="", address=None, **kwargs):
         ctx.attrs.setdefault("shared_tensors", []).append(t.name)
         ctx.attrs["shared_next"] += 1
     return t
+
+
+def _placed(buffer, address, ctx):
+    """The direct-allocation buffer of ``nl.ndarray(..., address=(p, f))``.
+
+    One literal address per tensor (today's tensors have no block dims), validated by the same
+    rules as ``ncc.sbuf.alloc`` / ``ncc.psum.alloc``: PSUM's byte offset is split into a bank
+    and an offset in it, which must be 0.
+    """
+    ok = isinstance(address, (tuple, list)) and len(address) == 2 and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in address)
+    if not ok:
+        raise NkiError("wb_alloc_bad_argument", "nl.ndarray: address must be a tuple "
+                       f"(partition_offset, free_byte_offset) of ints, got {address!r}",
+                       user_location())
+    part, free = (int(v) for v in address)
+    if is_psum(buffer):
+        bank_bytes = get_target(ctx.target).psum_bank_bytes
+        where = (free // bank_bytes, part, free % bank_bytes)
+        kind = "psum"
+    else:
+        where, kind = (part, free), "sbuf"
+    spec = DirectSpec("alloc", lambda idx, pdim_size, fdim_size: where,
+                      (("address", (part, free)),))
+    return DirectBuffer(kind, spec)
 
 
 def _shared_of_earlier_core(ctx, shape, dtype):
