@@ -43,7 +43,8 @@ from .trace.kernel import Traced
 
 __all__ = ["run", "run_program", "program_for", "package_outputs", "SIM_HOOKS",
            "simulate_backend_config", "config_round_trip_hook", "PROGRAM_CACHE_SIZE",
-           "auto_backend", "AUTO_COMPILE_FIRST_S", "estimated_interpreter_seconds"]
+           "auto_backend", "AUTO_COMPILE_FIRST_S", "AUTO_MAX_COMPILE_S",
+           "estimated_interpreter_seconds", "estimated_compile_seconds"]
 
 SIM_HOOKS: list = []
 """Callables ``fn(traced, inputs, params, outputs, backend)`` run after every simulation
@@ -72,8 +73,16 @@ def program_for(kernel: Kernel | Traced) -> Program:
 
 AUTO_COMPILE_FIRST_S = 2.0
 """``backend="auto"`` compiles already on a kernel's first call when its estimated interpreter
-time is above this many seconds (a compile costs 0.1-1 s; below this the first call interprets
-and only a repeat call compiles)."""
+time is above this many seconds and above its estimated compile time (a small kernel compiles in
+0.1-1 s; below this the first call interprets and only a repeat call compiles)."""
+AUTO_MAX_COMPILE_S = 30.0
+"""``backend="auto"`` never compiles a kernel whose estimated compile time is above this many
+seconds: it interprets every call. Such programs take minutes and gigabytes to compile
+(nki-samples' flash-attention backward at 8192 tokens: 20 k lowered instructions, a 17 GB
+peak), more than a user waits for a result the interpreter gives in a minute."""
+# why: measured (2 cores, load ~3): nki-samples' flash bwd lowers and compiles 1 571 / 6 760
+# lowered instructions in 22 / 140 s; an estimate to rank kernels, not a timing
+_COMPILE_S_PER_INST = 0.015
 
 # why: measured on the bench kernels (2 cores): ~25 us per executed instruction plus ~2 ns per
 # element it touches; an estimate to rank kernels, not a timing
@@ -85,6 +94,12 @@ def estimated_interpreter_seconds(kernel: Kernel) -> float:
     """A static estimate of one interpreter run of ``kernel`` (seconds, machine-independent)."""
     work = estimate_work(kernel)
     return work["steps"] * _PER_STEP_S + work["elements"] * _PER_ELEMENT_S
+
+
+def estimated_compile_seconds(kernel: Kernel) -> float:
+    """A static estimate of the first compile of ``kernel``'s program (seconds)."""
+    from .sim.jax_static import DEFAULT_UNROLL_BUDGET, emitted  # why: imports no jax
+    return emitted(kernel.body, DEFAULT_UNROLL_BUDGET) * _COMPILE_S_PER_INST
 
 
 def _compilable(kernel: Kernel) -> bool:
@@ -100,15 +115,17 @@ def auto_backend(prog: Program, params: SimParams | None) -> str:
 
     The interpreter on the first call of a kernel specialisation (the kernel IR: shapes,
     dtypes and constants are part of it) unless its :func:`estimated_interpreter_seconds`
-    exceed :data:`AUTO_COMPILE_FIRST_S`; the compiled program from the second call on. Kernels
-    the compiled program cannot run always interpret.
+    exceed both :data:`AUTO_COMPILE_FIRST_S` and its :func:`estimated_compile_seconds`; the
+    compiled program from the second call on. Kernels the compiled program cannot run, or whose
+    estimated compile time exceeds :data:`AUTO_MAX_COMPILE_S`, always interpret.
     """
     k = prog.kernel
     entry = _AUTO.lookup(id(k))
     if entry is None or entry[0] is not k:
-        compiles = _compilable(k)
-        first = "jax" if compiles and estimated_interpreter_seconds(k) > AUTO_COMPILE_FIRST_S \
-            else "numpy"
+        compile_s = estimated_compile_seconds(k)
+        compiles = compile_s <= AUTO_MAX_COMPILE_S and _compilable(k)
+        first = "jax" if compiles and estimated_interpreter_seconds(k) > max(
+            AUTO_COMPILE_FIRST_S, compile_s) else "numpy"
         entry = _AUTO.store(id(k), [k, 0, "jax" if compiles else "numpy", first])
     entry[1] += 1
     if params is not None and params.shuffle_affine:

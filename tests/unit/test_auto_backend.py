@@ -54,12 +54,53 @@ def test_first_call_interprets_a_repeat_call_compiles(executors):
 
 
 def test_a_large_kernel_compiles_on_its_first_call(executors, monkeypatch):
+    # why: "large": its interpreter estimate beats both the threshold and the compile estimate
     monkeypatch.setattr(execution, "AUTO_COMPILE_FIRST_S", 0.0)
+    monkeypatch.setattr(execution, "_COMPILE_S_PER_INST", 1e-9)
     k, a = _kernel(), RNG.standard_normal((128, 64)).astype(np.float32)
+    traced = k.trace(a)
+    assert execution.estimated_interpreter_seconds(traced.kernel) > \
+        execution.estimated_compile_seconds(traced.kernel) > 0
     nki.simulate_kernel(k, a, params=AUTO)
     assert executors[0] == "jax"
-    traced = k.trace(a)
-    assert execution.estimated_interpreter_seconds(traced.kernel) > 0
+
+
+def test_a_first_call_cheaper_than_its_compile_interprets(executors, monkeypatch):
+    monkeypatch.setattr(execution, "AUTO_COMPILE_FIRST_S", 0.0)
+    monkeypatch.setattr(execution, "_COMPILE_S_PER_INST", 1e3)  # compiling costs more
+    k, a = _kernel(), RNG.standard_normal((128, 64)).astype(np.float32)
+    monkeypatch.setattr(execution, "AUTO_MAX_COMPILE_S", 1e9)
+    nki.simulate_kernel(k, a, params=AUTO)
+    nki.simulate_kernel(k, a, params=AUTO)
+    assert executors[:2] == ["numpy", "jax"]  # the repeat call still compiles
+
+
+def test_a_kernel_too_large_to_compile_always_interprets(executors, monkeypatch):
+    # why: a 20 k-instruction program compiles for minutes with a 17 GB peak (flash bwd at
+    # 8192 tokens); auto must not start that for a result the interpreter gives
+    monkeypatch.setattr(execution, "AUTO_MAX_COMPILE_S", 0.0)
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompiledFallbackWarning)
+        outs = [nki.simulate_kernel(k, a, params=AUTO) for _ in range(3)]
+    assert executors[:3] == ["numpy"] * 3
+    for out in outs:
+        np.testing.assert_allclose(out, np.exp(a * np.float32(0.5)), rtol=1e-6)
+
+
+def test_the_compile_estimate_counts_unrolled_loops():
+    def unrolled(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(a.shape[0] // 128):
+            t = nl.load(a[i * 128:(i + 1) * 128, :])
+            nl.store(out[i * 128:(i + 1) * 128, :], nl.exp(t))
+        return out
+    small, big = (nki.jit(unrolled).trace(np.zeros((n, 8), np.float32)).kernel
+                  for n in (128, 128 * 16))
+    per = execution._COMPILE_S_PER_INST
+    assert execution.estimated_compile_seconds(small) == pytest.approx(3 * per)
+    # 16 trips x 3 instructions = 48 <= the unroll budget: every iteration counts
+    assert execution.estimated_compile_seconds(big) == pytest.approx(48 * per)
 
 
 def reads_half(a):

@@ -55,12 +55,12 @@ from .jax_access import (
 )
 from .jax_buffers import Buffers
 from .jax_dma import LOWERINGS
-from .jax_static import fully_written_outputs, tracked
+from .jax_static import DEFAULT_UNROLL_BUDGET, emitted, fully_written_outputs, tracked
 from .jax_vector import vector_plan, vectorise
 
 __all__ = ["Lower", "UNROLL_BUDGET", "NESTED_UNROLL_BUDGET", "VECTORISE", "lowered_size"]
 
-UNROLL_BUDGET = 64
+UNROLL_BUDGET = DEFAULT_UNROLL_BUDGET
 """A loop is unrolled at lowering time when trip count x (lowered) body size stays below this."""
 NESTED_UNROLL_BUDGET = 0
 """The same inside a loop lowered to ``fori_loop``: unrolled static slices there become
@@ -544,20 +544,12 @@ class _Grow(Exception):
 
 def lowered_size(kernel: Kernel) -> int:
     """Instructions ``kernel``'s compiled program emits (unrolled loops count every iteration)."""
-    return _size(kernel.body, None)
+    return emitted(kernel.body, UNROLL_BUDGET)
 
 
 def _size(body, lw) -> int:
     """Instructions the lowered body emits (unrolled loops count every iteration)."""
-    n = 0
-    for s in body:
-        if isinstance(s, Inst):
-            n += 1
-        elif isinstance(s, Loop):
-            inner = _size(s.body, lw)
-            unrolled = s.trip_count * inner
-            n += unrolled if unrolled <= UNROLL_BUDGET or s.trip_count == 1 else inner + 1
-    return n
+    return emitted(body, UNROLL_BUDGET)
 
 
 def _carried(loop: Loop, lw: Lower) -> list:

@@ -24,7 +24,11 @@ from .specials import SPECIAL
 
 __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "COVERAGE_BUDGET",
            "subnormal_input",
-           "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted"]
+           "ZERO_COPY_ALIGN", "ZERO_COPY_MIN", "tracked", "why_interpreted", "emitted",
+           "DEFAULT_UNROLL_BUDGET"]
+
+DEFAULT_UNROLL_BUDGET = 64
+"""``jax_lower.UNROLL_BUDGET``'s value, here for estimates that must not import jax."""
 
 
 # ----------------------------------------------------------------------------- coverage
@@ -269,6 +273,23 @@ def subnormal_input(kernel: Kernel, arrays: list) -> str | None:
         if bits is not None and arr.size and _has_subnormal(arr, *bits):
             return p.name
     return None
+
+
+def emitted(body, budget: int) -> int:
+    """Instructions a lowered ``body`` emits.
+
+    A loop of up to ``budget`` instructions, unrolled, counts every iteration; a longer one
+    counts its body once (plus the loop).
+    """
+    n = 0
+    for s in body:
+        if isinstance(s, Inst):
+            n += 1
+        elif isinstance(s, Loop):
+            inner = emitted(s.body, budget)
+            unrolled = s.trip_count * inner
+            n += unrolled if unrolled <= budget or s.trip_count == 1 else inner + 1
+    return n
 
 
 def param_specs(kernel: Kernel) -> tuple:
