@@ -2,8 +2,8 @@
 the ``nki.jit(mode="trace")`` helper kernels that the attention kernels are built from.
 
 A condition of loop variables is evaluated at trace time: decided outright when it has one value
-over all iterations, otherwise the loops it names are traced unrolled, so each iteration runs
-its own branch. Conditions on ``nl.arange`` indices keep NKI's error.
+over all iterations, otherwise the loops it names are split into parts (test_loop_split.py), so
+each iteration runs its own branch. Conditions on ``nl.arange`` indices keep NKI's error.
 """
 
 import numpy as np

@@ -150,6 +150,15 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
                        "reduce over", user_location(),
                        "assign the result into a tile indexed by that loop, created (e.g. "
                        "nl.zeros) before the reduced loop: t[i, ...] = nl.loop_reduce(...)")
+    split = [info["var"] for info in ctx.loops[depth:]
+             if info["var"] in names and (info.get("segment") or info.get("rest") is not None)]
+    if split:
+        # why: each part of a split loop would start its own accumulator (a partial result)
+        raise NkiError(None, "nl.loop_reduce: a Python condition on loop variables split loop "
+                       f"{', '.join(map(repr, split))} into parts, and a new accumulator would "
+                       "hold only one part's sum", user_location(),
+                       "create the accumulator before the loop (e.g. acc = nl.zeros(...)) and "
+                       "write acc[...] = nl.loop_reduce(...)")
     decl = ctx.declare(x.shape, D.name_of(dt), "sbuf", name=ctx.assigned_name() or "acc",
                        emit=False)
     acc = NkiTensor(ctx, decl.name, scope=ctx.scope[:depth])

@@ -189,21 +189,38 @@ class TraceContext:
         return name
 
     def open_loop(self, kind: str, r: range, attrs: tuple, loc: str | None, hint: str | None,
-                  key=None):
+                  key=None, segment: int = 0):
         """Start a symbolic loop; returns the loop variable's name.
 
-        ``key`` (``(file, line)`` of the ``for``) names the loop for :class:`UnrollLoops`.
+        ``key`` (``(file, line)`` of the ``for``) names the loop for :class:`UnrollLoops`;
+        ``segment`` counts the earlier parts of the same ``for`` when a condition split its
+        range (:meth:`split_loop`).
         """
         var = self.fresh_name(hint or "i")
         self._loop_ids += 1
         self.loops.append(dict(var=var, kind=kind, range=r, attrs=attrs, loc=loc,
-                               id=self._loop_ids, key=key))
+                               id=self._loop_ids, key=key, segment=segment))
         self.scope = self.scope + (self._loop_ids,)
         self.var_ranges[var] = (r[0], r[-1]) if len(r) else None
         if not len(r):
             self.dead_depth += 1
         self.blocks.append([])
         return var
+
+    def split_loop(self, info: dict, keep: int):
+        """Cut the open loop ``info`` to its first ``keep`` iterations; the rest is traced next.
+
+        Everything traced so far in its body holds for any part of its range, so the loop
+        closes with the shorter range and the iterator opens the remaining iterations as a new
+        loop (``info["rest"]``) right after it, keeping their order.
+        """
+        r = info["range"]
+        if not 0 < keep < len(r):
+            raise ValueError(f"cannot keep {keep} of {len(r)} iterations")
+        rest = info.get("rest")
+        info["rest"] = range(r[keep], rest.stop if rest is not None else r.stop, r.step)
+        info["range"] = r[:keep]
+        self.var_ranges[info["var"]] = (info["range"][0], info["range"][-1])
 
     def close_loop(self):
         """Finish the innermost loop and append it to its parent block."""

@@ -8,8 +8,9 @@ variables and program ids are.
 
 Python control flow on a condition of loop variables (``if i * 128 >= j * 512:``) is evaluated
 at trace time, as NKI does: decided outright when it has one value over every iteration, else
-the loops it depends on are traced unrolled (:class:`~.context.UnrollLoops`) so that each
-iteration sees Python ints (docs/control_flow.md). Conditions on ``nl.arange``/``nl.mgrid``
+the loops it depends on are split into consecutive loops over which it is decided
+(:func:`split_loops`); a Python int of a loop variable traces its loops unrolled
+(:class:`~.context.UnrollLoops`) (docs/control_flow.md). Conditions on ``nl.arange``/``nl.mgrid``
 indices or on tensor values are refused with NKI's error codes (use a mask or
 ``affine_select``).
 """
@@ -178,6 +179,14 @@ class IndexExpr:
 
     # -- Python control flow on symbols: evaluated at trace time
     def __bool__(self):
+        ctx = C.current()
+        if ctx is not None and not E.iotas(self.expr) and not E.dyns(self.expr):
+            pred = self.expr if isinstance(self.expr, E.Pred) else E.compare("ne", self.expr, 0)
+            decided = _decide(ctx, pred)
+            if decided is None:
+                decided = split_loops(ctx, pred)
+            if decided is not None:
+                return decided
         if isinstance(self.expr, E.Pred) and _held_for_and(self.expr):
             return True  # why: `p and q` as a value: q is the mask, combined with p when used
         if E.iotas(self.expr):
@@ -185,11 +194,7 @@ class IndexExpr:
                            "a Python condition depends on nl.arange/nl.mgrid indices",
                            user_location(), "use mask=(...) on the API call, or nisa.affine_select")
         pred = self.expr if isinstance(self.expr, E.Pred) else E.compare("ne", self.expr, 0)
-        ctx = C.current()
         if ctx is not None and not E.dyns(pred):
-            decided = _decide(ctx, pred)
-            if decided is not None:
-                return decided
             names = E.free_vars(pred)
             loops = [lp for lp in ctx.loops if lp["var"] in names and lp.get("key")]
             if loops and {lp["var"] for lp in loops} == set(names):
@@ -298,6 +303,47 @@ def _decide(ctx, pred):
     if not value.any():
         return False
     return None
+
+
+def split_loops(ctx, pred):
+    """Decide ``pred`` for the loop iterations being traced by splitting loop ranges.
+
+    The loops named by ``pred`` are cut (``TraceContext.split_loop``) until ``pred`` has one
+    value over what is left of their ranges; the cut-off iterations are traced afterwards as
+    further loops, where the condition is decided again. The innermost loop is cut first, at
+    the longest run of its values over which ``pred`` is constant for every value of the
+    other loops; when no loop has such a run, the outermost loop is narrowed to one
+    iteration. A triangular ``if 128 * i_q + 127 >= 512 * i_k:`` over 16 x 64 iterations
+    becomes 31 loops instead of 1024 unrolled bodies. ``None`` when a name is not a loop
+    being traced (a program id) or the iteration space is too large to enumerate.
+    """
+    names = sorted(E.free_vars(pred))
+    loops = {lp["var"]: lp for lp in ctx.loops}
+    if not names or any(n not in loops or not loops[n].get("key") for n in names):
+        return None
+    order = [lp for lp in ctx.loops if lp["var"] in names]  # outermost first
+    while True:
+        ranges = [loops[n]["range"] for n in names]
+        if int(np.prod([len(r) for r in ranges])) > _DECIDE_LIMIT or not all(ranges):
+            return None
+        grids = np.meshgrid(*[np.asarray(r, dtype=np.int64) for r in ranges], indexing="ij")
+        value = np.broadcast_to(np.asarray(E.evaluate(pred, dict(zip(names, grids,
+                                                                    strict=True)))),
+                                grids[0].shape)
+        if value.all() or not value.any():
+            return bool(value.flat[0])
+        for lp in reversed(order):
+            n = len(lp["range"])
+            if n < 2:
+                continue
+            rows = np.moveaxis(value, names.index(lp["var"]), 0).reshape(n, -1)
+            same = (rows == rows[0, 0]).all(axis=1)  # constant, and equal to the first value
+            keep = int(np.argmin(same))  # the first row that differs (n > 1 rows, not all same)
+            if keep:
+                ctx.split_loop(lp, keep)
+                break
+        else:
+            ctx.split_loop(next(lp for lp in order if len(lp["range"]) > 1), 1)
 
 
 def as_index_expr(x):

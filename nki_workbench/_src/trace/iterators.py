@@ -1,7 +1,8 @@
 """Loop iterators.
 
 ``affine_range`` and ``sequential_range`` stay loops in the IR (the body is traced once with a
-symbolic loop variable); ``static_range`` unrolls into Python ints.
+symbolic loop variable, or once per segment when a Python condition on the variable splits
+the range: docs/control_flow.md); ``static_range`` unrolls into Python ints.
 """
 
 from __future__ import annotations
@@ -74,12 +75,21 @@ class _SymbolicRange:
             # the iterations are traced one by one with Python ints, as nl.static_range does
             yield from self.range
             return
-        var = ctx.open_loop(self.kind, self.range, self.attrs, self.loc, self.hint, self.key)
-        try:
-            yield IndexExpr(E.as_expr(E.Var(var)))
-        finally:
-            if ctx.loops and ctx.loops[-1]["var"] == var:
-                ctx.close_loop()
+        pending, segment = self.range, 0
+        while True:
+            var = ctx.open_loop(self.kind, pending, self.attrs, self.loc, self.hint, self.key,
+                                segment=segment)
+            info = ctx.loops[-1]
+            try:
+                yield IndexExpr(E.as_expr(E.Var(var)))
+            finally:
+                if ctx.loops and ctx.loops[-1]["var"] == var:
+                    ctx.close_loop()
+            # why: a condition on the loop variable split the range (index.split_loop): the
+            # iterations after this segment are traced as the next loop, in order
+            pending, segment = info.get("rest"), segment + 1
+            if pending is None or not len(pending):
+                return
 
     def __len__(self):
         return len(self.range)
