@@ -85,7 +85,7 @@ class _SymbolicRange:
             finally:
                 if ctx.loops and ctx.loops[-1]["var"] == var:
                     ctx.close_loop()
-            # why: a condition on the loop variable split the range (index.split_loop): the
+            # why: a condition on the loop variable split the range (index.split_loops): the
             # iterations after this segment are traced as the next loop, in order
             pending, segment = info.get("rest"), segment + 1
             if pending is None or not len(pending):
