@@ -1,9 +1,10 @@
 """When an on-chip tensor is dead: the interpreter frees it, the memory budget counts the peak.
 
-A kernel traced with unrolled loops (a Python condition on a loop variable, see
+A kernel traced with unrolled loops (a Python int of a loop variable, see
 docs/control_flow.md) declares one copy of each body tile per iteration, all in one block: the
-nki-samples flash-attention backward at 8192 tokens declares 544 copies of six [128, 512]
-tiles. Kept to the end of the run they add up to 1.6 GiB; each copy is dead once the last
+nki-samples flash-attention backward at 8192 tokens declared 544 copies of six [128, 512]
+tiles when its causal condition still unrolled loops (split, it declares 16). Kept to the
+end of the run they add up to 1.6 GiB; each copy is dead once the last
 statement that names it has run.
 
 :func:`free_plan` gives, per block, the root tensors to drop after each statement: tensors
