@@ -10,6 +10,8 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nki_workbench.nki.language as nl
 from nki_workbench import CompiledFallbackWarning, SimParams, nki
@@ -227,3 +229,38 @@ def test_the_subnormal_scan_finds_one_anywhere_and_nothing_else(dtype):
     strided[3 * 7] = tiny / 4
     assert _has_subnormal(strided[::3], *bits)  # a non-contiguous input
     assert not _has_subnormal(strided[1::3], *bits)
+
+
+def _reference_has_subnormal(x) -> bool:
+    wide = np.abs(x.astype(np.float64))
+    return bool(np.any((wide > 0) & (wide < float(ml_dtypes.finfo(x.dtype).smallest_normal))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from([np.float32, ml_dtypes.bfloat16]),
+       size=st.integers(1, 3 * (1 << 16) + 7), seed=st.integers(0, 2**32 - 1),
+       zeros=st.sampled_from(["none", "+0", "-0", "both"]),
+       plant=st.sampled_from(["none", "+sub", "-sub"]))
+def test_the_two_reduction_scan_agrees_with_float_comparisons(dtype, size, seed, zeros, plant):
+    """Random bit patterns (no subnormals unless planted), zeros of either sign anywhere: the
+    integer scan (fast path without zeros, exact path with) says what float64 comparisons say."""
+    rng = np.random.default_rng(seed)
+    kind, _, largest = _MAGNITUDE_BITS[np.dtype(dtype)]
+    bits = rng.integers(0, np.iinfo(kind).max, size, dtype=kind, endpoint=True)
+    sign = kind(1 << (8 * np.dtype(kind).itemsize - 1))
+    exponent = (sign - 1) & ~kind(largest)
+    normal = (bits & exponent) != 0
+    bits[~normal] |= kind(largest + 1)  # why: random patterns, moved off the subnormal range
+    x = bits.view(dtype)
+    if zeros != "none":
+        where = rng.integers(0, size, max(1, size // 1000))
+        x[where] = -0.0 if zeros == "-0" else 0.0
+        if zeros == "both":
+            x[where[::2]] = -0.0
+    assert not _has_subnormal(x, *_MAGNITUDE_BITS[np.dtype(dtype)])
+    if plant != "none":
+        i = int(rng.integers(0, size))
+        pattern = kind(rng.integers(1, largest, endpoint=True))
+        x.view(kind)[i] = pattern | (sign if plant == "-sub" else kind(0))
+    assert _has_subnormal(x, *_MAGNITUDE_BITS[np.dtype(dtype)]) == _reference_has_subnormal(x)
+    assert _reference_has_subnormal(x) == (plant != "none")

@@ -158,6 +158,21 @@ def test_an_input_refilled_in_place_with_subnormals_still_runs_in_the_interprete
     assert out[0, 0] == _interpreted(add_tiles, a, b)[0][0, 0] != 0
 
 
+def test_new_arrays_with_subnormals_for_a_compiled_program_still_run_in_the_interpreter():
+    """The scan of a warm program's inputs runs after the program starts: a hit drops its
+    result and the interpreter's bits come back, as when the scan ran first."""
+    k = nki.jit(add_tiles)
+    for _ in range(2):  # new arrays each call: the full path, the program compiled
+        nki.simulate_kernel(k, *(np.ones((256, 128), np.float32) for _ in range(2)),
+                            params=COMPILED)
+    for sign in (1, -1):
+        a, b = (np.ones((256, 128), np.float32) for _ in range(2))
+        a[255, 127] = b[255, 127] = sign * np.float32(1e-39)
+        out = nki.simulate_kernel(k, a, b, params=COMPILED)
+        assert out[255, 127] == np.float32(sign * 2e-39) != 0
+        np.testing.assert_array_equal(out, _interpreted(add_tiles, a, b)[0])
+
+
 def test_a_changed_default_argument_is_seen_by_the_next_call():
     def scaled(a, k=2.0):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)

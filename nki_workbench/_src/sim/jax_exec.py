@@ -306,24 +306,21 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
         kernel = kernel.kernel
     comp = compiled(kernel)
     again = comp.repeat(inputs, params)
-    if again is not None and subnormal_input(kernel, [inputs[n] for n, *_ in comp.specs]):
-        again = None  # why: refilled in place with subnormals: the full path notices and interprets
     if again is not None:
         run, args = again
         outs, flag = run(args, comp.cvals, comp.zero)
-    else:
+        # why: the scan runs while XLA computes (the program never writes its inputs, and its
+        # results are fresh buffers); inputs refilled in place with subnormals drop the result,
+        # and the full path below notices them and interprets
+        if subnormal_input(kernel, [inputs[n] for n, *_ in comp.specs]):
+            again = None
+    if again is None:
         tune_malloc()  # why: XLA's buffers too: heap reuse instead of page faults per result
         arrays = checked_inputs(kernel, inputs, comp.specs)  # why: looked up once per kernel
         key = (params.shuffle_affine,)
         why = comp.why.get(key, False)
         if why is False:
             why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
-        if why is None:
-            sub = subnormal_input(kernel, arrays)
-            if sub is not None:
-                _notice(kernel, f"input '{sub}' holds subnormal floats, which XLA's CPU runtime "
-                        "flushes to zero")
-                return comp.interpreter().run(inputs, params, backend="numpy")
         if why is not None:
             if notice:
                 _notice(kernel, why)
@@ -331,11 +328,21 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
         try:
             args, offsets, _ = comp.args(arrays)
             run = comp.fn(params.uninitialized == "error", params.detect_races, offsets)
-            outs, flag = comp.call(run, args, comp.cvals, comp.zero)
+            # why: a compiled program runs while the scan reads (as on the repeat path); one
+            # still to compile is not compiled for inputs it would not run on
+            ready = id(run) in comp.warm
+            sub = None if ready else subnormal_input(kernel, arrays)
+            if sub is None:
+                outs, flag = comp.call(run, args, comp.cvals, comp.zero)
+                sub = subnormal_input(kernel, arrays) if ready else None
         except Unsupported as exc:
             why = comp.why[key] = str(exc)
             if notice:
                 _notice(kernel, why)
+            return comp.interpreter().run(inputs, params, backend="numpy")
+        if sub is not None:
+            _notice(kernel, f"input '{sub}' holds subnormal floats, which XLA's CPU runtime "
+                    "flushes to zero")
             return comp.interpreter().run(inputs, params, backend="numpy")
         comp.remember(inputs, arrays, params, run, args)
     comp.runs += 1
