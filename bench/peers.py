@@ -10,19 +10,25 @@ after one untimed call of its own, so it never pays for a program an earlier col
 numpy keeps its default BLAS threads; the interpreter limits them to one while it runs
 (``platform.blas_single_threaded``).
 
-Usage: ``python bench/peers.py [--quick] [--rounds N] [--only NAME,...]`` (``make bench``).
-``--quick`` runs the 1024-sized workloads with fewer rounds (about two minutes on 2 cores).
+Usage: ``python bench/peers.py [--quick] [--rounds N] [--only NAME,...] [--load]``
+(``make bench``). ``--quick`` runs the 1024-sized workloads with fewer rounds (about two
+minutes on 2 cores). ``--load`` also times every cell with a second process busy on one core
+(started before and stopped after each workload's loaded turn, in the same rounds) and prints
+each loaded median over the same cell's quiet one.
 
 Targets (issue 19): auto steady <= 1.0x numpy on softmax, rmsnorm, add and <= 1.2x on the
 matmuls; first call of a 1024-sized kernel <= 150 ms; interpreter <= 1.5x numpy on the
 matmuls and softmax, <= 2x on rmsnorm; compiled softmax 4096^2 <= 1.0x numpy; flash attention
-4096 first compiled call <= 1 s, steady <= numpy.
+4096 first compiled call <= 1 s, steady <= numpy; under load no cell more than 2x its quiet
+time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -39,6 +45,7 @@ from nki_workbench._src import platform  # noqa: E402
 
 METHODS = ("numpy", "numpy tiles", "interp 1st", "interpreter", "compiled 1st", "compiled",
            "auto 1st", "auto", "pallas jit")
+PEERS = ("numpy", "numpy tiles", "pallas jit")  # the methods that are not our simulator
 STEADY_CALLS = 3  # calls per round of the steady-state methods (their median is taken)
 
 
@@ -96,6 +103,42 @@ def _timed(fn):
     return time.perf_counter() - t0, out
 
 
+@contextlib.contextmanager
+def _busy_core():
+    """A second process spinning on one core for the duration of the block."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # why: past its start-up, so the block sees a spinning process
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _round(fns, times):
+    """Every method of one workload once: its timings appended to ``times[method]``."""
+    for m in METHODS:
+        if "1st" in m:
+            _cold()
+            times[m].append(_timed(fns[m])[0])
+        else:
+            # why: a "1st" method's _cold() dropped the compiled programs; "auto 1st"
+            # interprets, so without this call the steady "auto" timed a recompile
+            fns[m]()
+            times[m].append(np.median([_timed(fns[m])[0] for _ in range(STEADY_CALLS)]))
+
+
+def _table(specs, times, base, title):
+    print(title)
+    print(f"{'workload':<20}" + "".join(f"{m:>15}" for m in METHODS))
+    for n in specs:
+        med = {m: float(np.median(times[n][m])) * 1e3 for m in METHODS}
+        ref = {m: float(np.median(base[n][m])) * 1e3 for m in METHODS}
+        cells = "".join(f"{med[m]:>8.1f}{'(' + format(med[m] / ref[m], '.1f') + ')':>7}"
+                        for m in METHODS)
+        print(f"{n:<20}{cells}")
+
+
 def _runners(name, spec):
     kernel, np_fn, tiles_fn, pallas_name, args, _ = spec
     interp, compiled, auto = (SimParams(backend=b) for b in ("numpy", "jax", "auto"))
@@ -130,6 +173,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="1024-sized workloads, 3 rounds")
     ap.add_argument("--rounds", type=int, default=None, help="rounds (default 5; quick: 3)")
     ap.add_argument("--only", default=None, help="comma-separated workload names")
+    ap.add_argument("--load", action="store_true",
+                    help="also time each cell with a process busy on one core")
     opts = ap.parse_args(argv)
     rounds = opts.rounds or (3 if opts.quick else 5)
     warnings.simplefilter("ignore")
@@ -150,26 +195,23 @@ def main(argv=None):
                 _cold()
             out = np.asarray(fns[m](), dtype=np.float32)
             np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2, err_msg=f"{n}: {m}")
+    loaded = {n: {m: [] for m in METHODS} for n in specs}
     for _ in range(rounds):
         for n, fns in runners.items():
-            for m in METHODS:
-                if "1st" in m:
-                    _cold()
-                    times[n][m].append(_timed(fns[m])[0])
-                else:
-                    # why: a "1st" method's _cold() dropped the compiled programs; "auto 1st"
-                    # interprets, so without this call the steady "auto" timed a recompile
-                    fns[m]()
-                    times[n][m].append(np.median([_timed(fns[m])[0]
-                                                  for _ in range(STEADY_CALLS)]))
-    head = f"{'workload':<20}" + "".join(f"{m:>15}" for m in METHODS)
-    print("median ms (x whole-array numpy)")
-    print(head)
-    for n in specs:
-        med = {m: float(np.median(times[n][m])) * 1e3 for m in METHODS}
-        cells = "".join(f"{med[m]:>8.1f}{'(' + format(med[m] / med['numpy'], '.1f') + ')':>7}"
-                        for m in METHODS)
-        print(f"{n:<20}{cells}")
+            _round(fns, times[n])
+            if opts.load:
+                with _busy_core():
+                    _round(fns, loaded[n])
+    numpy_only = {n: {m: times[n]["numpy"] for m in METHODS} for n in specs}
+    _table(specs, times, numpy_only, "median ms (x whole-array numpy)")
+    if opts.load:
+        _table(specs, loaded, times, "with a process busy on one core: median ms (x the same "
+               "cell quiet)")
+        ratios = [(float(np.median(loaded[n][m]) / np.median(times[n][m])), n, m)
+                  for n in specs for m in METHODS]
+        for label, keep in (("simulator", lambda m: m not in PEERS), ("peers", PEERS.__contains__)):
+            worst = max(r for r in ratios if keep(r[2]))
+            print(f"worst loaded/quiet, {label}: {worst[0]:.2f}x ({worst[1]}, {worst[2]})")
     print(f"load average at the end {os.getloadavg()[0]:.2f}; BLAS threads now "
           f"{platform.blas_threads()}")
 
