@@ -1,6 +1,8 @@
 """The simulator next to its peers, in one process: numpy whole-array, the same tiling as a
 numpy loop, the interpreter, the compiled program and the automatic backend (each first call
-and steady), and JAX Pallas ``interpret=True`` under ``jax.jit``.
+and steady), and JAX Pallas ``interpret=True`` under ``jax.jit``. The steady "auto" column is
+timed once auto's ski-rental rule runs the kernel compiled (the warm-up prints after how many
+calls it did).
 
 Rounds are interleaved (every workload and method once per round, so load from other processes
 hits all of them alike); each cell is the median over rounds, with its ratio to whole-array
@@ -139,6 +141,26 @@ def _table(specs, times, base, title):
         print(f"{n:<20}{cells}")
 
 
+def _settle_auto(fn, limit_s=20.0):
+    """Call the steady "auto" runner until auto runs it compiled (the ski-rental rule's
+    steady state); returns (calls, seconds) it took, or None past ``limit_s``."""
+    from nki_workbench._src import execution
+    used = []
+
+    def hook(traced, inputs, params, outs, backend):
+        used.append(backend)
+    execution.SIM_HOOKS.append(hook)
+    try:
+        t0 = time.perf_counter()
+        while not used or used[-1] != "jax":
+            if time.perf_counter() - t0 > limit_s:
+                return None
+            fn()
+        return len(used), time.perf_counter() - t0
+    finally:
+        execution.SIM_HOOKS.remove(hook)
+
+
 def _runners(name, spec):
     kernel, np_fn, tiles_fn, pallas_name, args, _ = spec
     interp, compiled, auto = (SimParams(backend=b) for b in ("numpy", "jax", "auto"))
@@ -195,6 +217,9 @@ def main(argv=None):
                 _cold()
             out = np.asarray(fns[m](), dtype=np.float32)
             np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2, err_msg=f"{n}: {m}")
+        settled = _settle_auto(fns["auto"])
+        print(f"{n}: auto runs compiled " + ("after more than 20 s of calls" if settled is None
+              else f"from call {settled[0] + 1} on ({settled[1]:.2f} s of calls before)"))
     loaded = {n: {m: [] for m in METHODS} for n in specs}
     for _ in range(rounds):
         for n, fns in runners.items():

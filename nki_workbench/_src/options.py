@@ -1,7 +1,7 @@
 """Run options shared by every layer: :class:`SimParams` (how to simulate).
 
 The one spelling of the simulator backend is ``SimParams(backend="numpy" | "jax" | "auto")``;
-``backend=None`` leaves the choice to ``NKI_WORKBENCH_SIM_BACKEND`` (default numpy). The older
+``backend=None`` leaves the choice to ``NKI_WORKBENCH_SIM_BACKEND`` (default auto). The older
 ``backend=`` / ``sim_backend=`` keywords of the run functions still work through
 :func:`legacy_backend`, with a :class:`DeprecationWarning`.
 """
@@ -53,7 +53,7 @@ def selected_backend(params: SimParams | None = None) -> str:
     """
     if params is not None and params.backend is not None:
         return params.backend
-    value = os.environ.get(SIM_BACKEND_ENV, "").strip().lower() or "numpy"
+    value = os.environ.get(SIM_BACKEND_ENV, "").strip().lower() or "auto"
     if value not in BACKENDS:
         raise NkiError("wb_bad_sim_backend",
                        f"{SIM_BACKEND_ENV}={value!r} is not a simulator backend",
@@ -82,13 +82,14 @@ class SimParams:
         collective_timeout: seconds a program waits at a collective before failing.
         backend: ``"numpy"`` (the interpreter), ``"jax"`` (the IR compiled to one jitted JAX
             program: same results), ``"auto"`` or ``None`` (``NKI_WORKBENCH_SIM_BACKEND``,
-            default numpy). Runs with an instruction observer always interpret.
+            default auto). Runs with an instruction observer always interpret.
 
-            ``"auto"`` picks per call: the interpreter for the first call of a kernel
-            specialisation (no compile to pay for a one-off call), the compiled program from
-            the second call of the same specialisation on, or already on the first call when
-            the kernel's estimated interpreter time (:data:`~.execution.AUTO_COMPILE_FIRST_S`,
-            from its static work estimate) is large. Kernels the compiled program cannot run
+            ``"auto"`` picks per call (:func:`~.execution.auto_backend`): the interpreter
+            until the time it has spent on a kernel specialisation reaches the specialisation's
+            estimated compile time (so a kernel called a few times never waits for a compile),
+            the compiled program from then on, or already on the first call when the kernel's
+            estimated interpreter time (:data:`~.execution.AUTO_COMPILE_FIRST_S`, from its
+            static work estimate) is large. Kernels the compiled program cannot run
             (interpreter-only opcodes, ``shuffle_affine``, collectives) and machines without
             jax always interpret, silently (no ``CompiledFallbackWarning``: nothing compiled
             was asked for). Warnings and errors are the interpreter's either way; values

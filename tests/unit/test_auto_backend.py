@@ -1,5 +1,6 @@
-"""SimParams(backend="auto"): the interpreter for a first call, the compiled program for a
-repeat call of the same specialisation or a large kernel; the interpreter's warnings either way."""
+"""SimParams(backend="auto"): the interpreter until a specialisation's interpreted time reaches
+its compile estimate (ski rental), then the compiled program; a large kernel compiles on its
+first call; the interpreter's warnings either way."""
 
 import warnings
 
@@ -13,6 +14,30 @@ from nki_workbench._src.errors import CompiledFallbackWarning, UninitializedRead
 
 AUTO = SimParams(backend="auto")
 RNG = np.random.default_rng(3)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calibration(monkeypatch):
+    monkeypatch.setattr(execution, "_COMPILE_RATIOS", [])
+
+
+@pytest.fixture
+def cheap_compiles(monkeypatch):
+    """Every compile estimated at a nanosecond: the second call compiles."""
+    monkeypatch.setattr(execution, "_COMPILE_S_PER_INST", 1e-9)
+
+
+class _Clock:
+    """A fake ``execution._clock``: each timed call takes ``step`` seconds."""
+
+    def __init__(self, step):
+        self.now, self.step, self.reads = 0.0, step, 0
+
+    def __call__(self):
+        self.reads += 1
+        if self.reads % 2 == 0:
+            self.now += self.step
+        return self.now
 
 
 @pytest.fixture
@@ -39,7 +64,7 @@ def _kernel():
     return nki.jit(scale)
 
 
-def test_first_call_interprets_a_repeat_call_compiles(executors):
+def test_first_call_interprets_a_repeat_call_compiles(executors, cheap_compiles):
     k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
     outs = [nki.simulate_kernel(k, a, params=AUTO) for _ in range(3)]
     assert executors[:3] == ["numpy", "jax", "jax"]
@@ -51,6 +76,38 @@ def test_first_call_interprets_a_repeat_call_compiles(executors):
     nki.simulate_kernel(k, b, params=AUTO)
     nki.simulate_kernel(k, b, params=AUTO)
     assert executors[:2] == ["numpy", "jax"]
+
+
+def test_it_compiles_once_the_interpreted_time_reaches_the_compile_estimate(executors,
+                                                                           monkeypatch):
+    clock = _Clock(0.1)  # each interpreted call: 0.1 s
+    monkeypatch.setattr(execution, "_clock", clock)
+    monkeypatch.setattr(execution, "estimated_compile_seconds", lambda k: 0.35)
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    for _ in range(6):
+        np.testing.assert_allclose(nki.simulate_kernel(k, a, params=AUTO),
+                                   np.exp(a * np.float32(0.5)), rtol=1e-6)
+    # 0.1, 0.2, 0.3 s interpreted: not yet; 0.4 s >= 0.35 s after the 4th call
+    assert executors == ["numpy"] * 4 + ["jax"] * 2
+    # the compile took 0.1 s (the fake clock) against 0.35 estimated: later kernels scale
+    assert execution.compile_scale() == pytest.approx(0.1 / 0.35)
+    execution._COMPILE_RATIOS[:] = [0.5]  # compiles took half their estimates
+    del executors[:]
+    k2 = _kernel()
+    for _ in range(3):
+        nki.simulate_kernel(k2, a, params=AUTO)
+    assert executors == ["numpy", "numpy", "jax"]  # 0.2 s >= 0.35 s x 0.5
+
+
+def test_the_calibration_is_clamped_and_a_median():
+    ratios = execution._COMPILE_RATIOS
+    assert execution.compile_scale() == 1.0
+    ratios += [0.001, 0.002]
+    assert execution.compile_scale() == 0.1
+    ratios[:] = [50.0]
+    assert execution.compile_scale() == 10.0
+    ratios[:] = [0.5, 2.0, 0.8]
+    assert execution.compile_scale() == 0.8
 
 
 def test_a_large_kernel_compiles_on_its_first_call(executors, monkeypatch):
@@ -70,9 +127,9 @@ def test_a_first_call_cheaper_than_its_compile_interprets(executors, monkeypatch
     monkeypatch.setattr(execution, "_COMPILE_S_PER_INST", 1e3)  # compiling costs more
     k, a = _kernel(), RNG.standard_normal((128, 64)).astype(np.float32)
     monkeypatch.setattr(execution, "AUTO_MAX_COMPILE_S", 1e9)
-    nki.simulate_kernel(k, a, params=AUTO)
-    nki.simulate_kernel(k, a, params=AUTO)
-    assert executors[:2] == ["numpy", "jax"]  # the repeat call still compiles
+    for _ in range(3):
+        nki.simulate_kernel(k, a, params=AUTO)
+    assert executors[:3] == ["numpy"] * 3  # a few calls never pay the compile
 
 
 def test_a_kernel_too_large_to_compile_always_interprets(executors, monkeypatch):
@@ -111,7 +168,7 @@ def reads_half(a):
     return out
 
 
-def test_the_same_warnings_on_both_calls(executors):
+def test_the_same_warnings_on_both_calls(executors, cheap_compiles):
     k, a = nki.jit(reads_half), np.ones((128, 64), np.float32)
     got = []
     for _ in range(2):
