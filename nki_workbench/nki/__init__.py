@@ -31,9 +31,10 @@ def simulate_kernel(kernel, *args, params: SimParams | None = None, backend: str
             kernel function.
         *args: numpy arrays for tensors, Python values for compile-time constants.
         params: :class:`SimParams` (uninitialised-read policy, race detection, shuffling, and
-            ``backend="numpy"`` (the interpreter) or ``"jax"`` (the IR compiled to one jitted
-            JAX program: same results, much faster on large tiled kernels); ``None`` reads
-            ``NKI_WORKBENCH_SIM_BACKEND``).
+            ``backend="numpy"`` (the interpreter), ``"jax"`` (the IR compiled to one jitted
+            JAX program: same results, much faster on large tiled kernels) or ``"auto"`` (the
+            interpreter until compiling pays); ``None`` reads ``NKI_WORKBENCH_SIM_BACKEND``,
+            default ``"auto"``).
         backend: deprecated spelling of ``params=SimParams(backend=...)``.
         **kwargs: keyword arguments of the kernel.
 
