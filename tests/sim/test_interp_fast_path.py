@@ -213,3 +213,37 @@ def test_fresh_buffers_hold_the_poison_of_their_dtype(name, fill):
     assert got.tobytes() == np.full((4, 3), fill, dtype=st).tobytes()
     got[0, 0] = 1  # a new array each time: writing one leaves the next untouched
     assert poison((4, 3), name).tobytes() == again.tobytes()
+
+
+def broadcast_norm(a, g):
+    """A [1, F] tile broadcast over the partitions (rmsnorm's gain) and a [P, 1] one over F."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    g_tile = nl.load(g.reshape((1, g.shape[0])))
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        r = nl.rsqrt(nl.sum(nl.square(t), axis=[1], keepdims=True))
+        gb = g_tile.broadcast_to((128, g.shape[0]))
+        rb = nl.copy(r).broadcast_to((128, g.shape[0]))
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nl.multiply(nl.multiply(t, rb), gb))
+    return out
+
+
+def test_materialised_tiles_are_row_major():
+    """A tile made from a broadcast is laid out row-major: numpy's default order "K" put the
+    stride-0 axis innermost, and every later op on that transposed tile ran 3-4x slower."""
+    rng = np.random.default_rng(3)
+    a, g = rng.standard_normal((256, 96), dtype=np.float32), rng.standard_normal(
+        96, dtype=np.float32)
+    kernel = nki.trace_kernel(broadcast_norm, a, g).kernel
+    layouts = {}
+
+    def observer(inst, st):
+        for name, buf in st.bufs.items():
+            d = getattr(buf, "data", None)
+            if isinstance(d, np.ndarray) and d.ndim == 2 and d.base is None and d.size > 1:
+                layouts[name] = d.flags.c_contiguous
+    out = Program(kernel).run({kernel.params[0].name: a, kernel.params[1].name: g}, PARAMS,
+                              observer=observer)
+    assert len(layouts) >= 4 and all(layouts.values()), layouts
+    want = a / np.sqrt(np.sum(a * a, axis=1, keepdims=True)) * g
+    np.testing.assert_allclose(next(iter(out.values())), want, rtol=1e-5, atol=1e-5)

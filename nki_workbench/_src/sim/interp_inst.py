@@ -108,7 +108,7 @@ class InstRunners(MemoryTraffic):
             for k, res, out_sel in ex.results(result, sel, len(outs)):
                 ca, decl = outs[k]
                 if binds and any(res is v for v in vals):
-                    res = np.array(res)  # why: a new tile must not alias its source buffer
+                    res = np.array(res, order="C")  # why: a new tile must not alias its source
                 reader._write(st, ca, decl, res, res_dtype, acc_mode, out_sel, binds, loc,
                               in_affine, outer_sets, out_ok, specs[k], zero_start=zero_start)
 
@@ -148,7 +148,7 @@ class InstRunners(MemoryTraffic):
                 if res is None:
                     return
                 if binds and _is_one_of(res, vals):
-                    res = np.array(res)  # why: a new tile must not alias its source buffer
+                    res = np.array(res, order="C")  # why: a new tile must not alias its source
                 if ex.out_sel is None and bind is not None:
                     bind(st, res)
                 elif ex.out_sel is None and store is not None:

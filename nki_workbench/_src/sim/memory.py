@@ -29,7 +29,7 @@ class Buf:
     def writable(self):
         """Make ``data`` safe to write (copy-on-write of shared read-only views)."""
         if not self.data.flags.writeable:
-            self.data = np.array(self.data)
+            self.data = np.array(self.data, order="C")  # why: tiles are row-major
         self.f32 = None
         return self.data
 
