@@ -265,7 +265,7 @@ def _matmul(P, ex):
 
 @value_rule("transpose")
 def _transpose(P, ex):
-    return P.xp.array(P.xp.asarray(ex.ins[0]).T)
+    return P.xp.asarray(ex.ins[0]).T  # (the executor copies a view into a new tile)
 
 
 # ----------------------------------------------------------------------------- composites

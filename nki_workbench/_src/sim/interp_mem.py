@@ -106,9 +106,10 @@ class MemoryTraffic:
                     D.from_f32(res, decl.dtype)
         if res.shape != tuple(decl.shape):
             res = np.broadcast_to(res, ca.shape).reshape(decl.shape)
-        if not res.flags.writeable or res.base is not None:
-            # why: C order: order "K" lays a broadcast (stride 0) axis innermost, and every
-            # later op on that transposed tile ran 3-4x slower (rmsnorm's broadcast gain)
+        if not res.flags.writeable or res.base is not None or not res.flags.c_contiguous:
+            # why: tiles are row-major: order "K" lays a broadcast (stride 0) axis innermost, a
+            # transpose's result is column-major, and every later op on such a tile ran 3-4x
+            # slower (rmsnorm's broadcast gain)
             res = np.array(res, order="C")
         init = None if ok is None else \
             np.array(np.broadcast_to(ok, ca.shape), order="C").reshape(decl.shape)
@@ -124,7 +125,7 @@ class MemoryTraffic:
 
         def run(st, res):
             if f32 and type(res) is np.ndarray and res.dtype is _F32 and res.shape == shape \
-                    and res.base is None and res.flags.writeable:
+                    and res.base is None and res.flags.c_contiguous and res.flags.writeable:
                 st.bufs[name] = Buf(name, res)
             else:
                 bind(st, ca, decl, res, res_dtype)
