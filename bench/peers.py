@@ -1,8 +1,9 @@
 """The simulator next to its peers, in one process: numpy whole-array, the same tiling as a
 numpy loop, the interpreter, the compiled program and the automatic backend (each first call
-and steady), and JAX Pallas ``interpret=True`` under ``jax.jit``. The steady "auto" column is
-timed once auto's ski-rental rule runs the kernel compiled (the warm-up prints after how many
-calls it did).
+and steady), the whole-array reference as one ``jax.jit`` program ("jax jit": the XLA floor
+the compiled program can reach, given the same numpy inputs) and JAX Pallas ``interpret=True``
+under ``jax.jit``. The steady "auto" column is timed once auto's ski-rental rule runs the
+kernel compiled (the warm-up prints after how many calls it did).
 
 Rounds are interleaved (every workload and method once per round, so load from other processes
 hits all of them alike); each cell is the median over rounds, with its ratio to whole-array
@@ -46,8 +47,8 @@ from nki_workbench import SimParams, nki  # noqa: E402
 from nki_workbench._src import platform  # noqa: E402
 
 METHODS = ("numpy", "numpy tiles", "interp 1st", "interpreter", "compiled 1st", "compiled",
-           "auto 1st", "auto", "pallas jit")
-PEERS = ("numpy", "numpy tiles", "pallas jit")  # the methods that are not our simulator
+           "auto 1st", "auto", "jax jit", "pallas jit")
+PEERS = ("numpy", "numpy tiles", "jax jit", "pallas jit")  # the methods not our simulator
 STEADY_CALLS = 3  # calls per round of the steady-state methods (their median is taken)
 
 
@@ -166,6 +167,7 @@ def _runners(name, spec):
     interp, compiled, auto = (SimParams(backend=b) for b in ("numpy", "jax", "auto"))
     k_interp, k_jax, k_auto = nki.jit(kernel), nki.jit(kernel), nki.jit(kernel)
     pal = W.pallas(pallas_name, [getattr(a, "shape", None) for a in args])
+    whole = W.jax_whole(pallas_name)
     import jax.numpy as jnp
     jargs = [jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
 
@@ -186,6 +188,7 @@ def _runners(name, spec):
         "compiled": lambda: nki.simulate_kernel(k_jax, *args, params=compiled),
         "auto 1st": first(auto),
         "auto": lambda: nki.simulate_kernel(k_auto, *args, params=auto),
+        "jax jit": lambda: np.asarray(whole(*args).block_until_ready()),
         "pallas jit": pallas,
     }
 

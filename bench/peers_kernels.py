@@ -165,6 +165,35 @@ def tiles_flash_attention(q, k, v, scale):
     return out
 
 
+# ----------------------------------------------------------------------------- JAX, whole array
+def jax_whole(name):
+    """The whole-array reference as one ``jax.jit`` program (XLA CPU): the floor of what the
+    compiled simulator, which lowers to the same XLA, can reach on this machine."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    f32 = jnp.float32
+
+    def softmax(x):
+        e = jnp.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def matmul(lhsT, rhs):
+        return lax.dot_general(lhsT.astype(f32), rhs.astype(f32), (((0,), (0,)), ((), ())),
+                               precision=lax.Precision.HIGHEST)
+
+    def flash(q, k, v, scale):
+        return softmax(matmul(q, k) * f32(scale)) @ v
+
+    fns = {"matmul": matmul, "softmax": softmax, "add": lambda a, b: a + b,
+           "rmsnorm": lambda a, g: a / jnp.sqrt(jnp.mean(jnp.square(a), axis=1,
+                                                          keepdims=True)) * g}
+    if name == "flash":
+        return jax.jit(flash, static_argnums=3)
+    return jax.jit(fns[name])
+
+
 # ----------------------------------------------------------------------------- JAX Pallas
 def pallas(name, shapes):
     """A jitted ``pallas_call(..., interpret=True)`` for workload ``name`` on ``shapes``."""
