@@ -224,3 +224,28 @@ def row_at(a, n, k):
 def test_a_register_is_a_scalar_offset():
     x = A[:8]
     np.testing.assert_array_equal(nki.simulate(row_at)(x, _n(5), 2), x[[2, 5]])
+
+
+@nki.jit
+def stored_only_in_a_dynamic_loop(a, n):
+    """``out`` is written only by a dynamic loop's body, which may run zero times."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, n)
+    for _ in nl.dynamic_range(reg):
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_dynamic_loop_proves_no_output_written_whole():
+    from nki_workbench import UninitializedReadWarning
+    from nki_workbench._src.sim.analysis import fully_written_outputs
+    x = A[:128]
+    assert fully_written_outputs(trace_kernel(stored_only_in_a_dynamic_loop, x, _n(1)).kernel) \
+        == frozenset()
+    np.testing.assert_array_equal(nki.simulate(stored_only_in_a_dynamic_loop)(x, _n(2)), x)
+    with pytest.warns(UninitializedReadWarning, match="8192 of 8192 elements were never written"):
+        got = nki.simulate(stored_only_in_a_dynamic_loop)(x, _n(0))
+    assert np.isnan(got).all()

@@ -8,7 +8,9 @@ Race tracking is paid only where the IR cannot prove a kernel race-free:
   at the same element, when the result is seen after the loop (an output, or a later read):
   which iteration wins depends on the order (write-after-write races);
 * :func:`shared_overlaps`: tensors in shared HBM that two SPMD programs may write at the same
-  element.
+  element;
+* :func:`fully_written_outputs`: outputs every run writes whole, which need no written-mask
+  (nor a poison fill).
 
 A write is proven separate across the values of a variable ``v`` when one dimension indexes
 every write to the tensor as ``c * v + rest``, one ``c`` for all, with ``rest`` (free of ``v``)
@@ -18,12 +20,17 @@ loop variables must be the same in every write (they are constants while ``v`` v
 
 from __future__ import annotations
 
-from ..ir import Access, Alloc, Loop, walk_insts, walk_stmts
+import itertools
+
+import numpy as np
+
+from ..ir import Access, Alloc, Inst, Loop, Scalar, walk_insts, walk_stmts
 from ..ir import expr as E
 from ..ir.opcodes import OPCODES
+from .access import CompiledAccess, OOBError
 
 __all__ = ["read_and_written", "overlapping_writes", "shared_overlaps", "root",
-           "starts_accumulation_group"]
+           "starts_accumulation_group", "fully_written_outputs", "COVERAGE_BUDGET"]
 
 
 def root(name, decls):
@@ -216,3 +223,103 @@ def shared_overlaps(kernel) -> frozenset:
                 for a in axes):
             hits.add(name)
     return frozenset(hits)
+
+
+# ----------------------------------------------------------------------------- coverage
+COVERAGE_BUDGET = 1 << 24
+"""Most index elements :func:`fully_written_outputs` enumerates before it gives up (sound)."""
+
+
+def fully_written_outputs(kernel, max_writes: int | None = None) -> frozenset:
+    """Outputs that every run provably writes whole, so the program needs no written-mask.
+
+    An output qualifies when nothing reads it or views it, every write to it is unmasked,
+    non-accumulating, has no run-time (``Dyn``) index, stays in bounds, and the writes of all
+    loop iterations and SPMD programs together cover every element. The IR has no branches,
+    so an unmasked instruction runs once per value of its enclosing loop variables; the
+    coverage is enumerated with those values (within :data:`COVERAGE_BUDGET`). Writes inside
+    a ``dynamic`` loop (which may run zero times) add no coverage.
+
+    Args:
+        kernel: the traced kernel.
+        max_writes: when given, an output whose writes run more than this many times in all
+            (iterations times programs) is not enumerated and does not qualify: the bound
+            keeps the proof cheap where it is run on every new specialisation.
+    """
+    decls = kernel.decls()
+    names = {n for n in kernel.outputs if decls[n].base is None and (
+        decls[n].kind == "output" or decls[n].buffer == "shared_hbm")}
+    names -= {d.base for d in decls.values() if d.base is not None}
+    grid = tuple(kernel.grid) or (1,)
+    pids = [{f"pid{a}": int(v) for a, v in enumerate(p)} for p in np.ndindex(*grid)]
+    writes = {n: [] for n in names}
+
+    def refs(inst):
+        exprs = [] if inst.mask is None else [inst.mask]
+        for a in inst.ins + inst.outs:
+            if isinstance(a, Access):
+                exprs += list(a.index or ())
+            elif not isinstance(a, Scalar):
+                exprs.append(a)
+        return {d.tensor for e in exprs for d in E.dyns(e)}
+
+    def walk(body, loops):
+        for s in body:
+            if isinstance(s, Loop):
+                # why: a dynamic loop's iterations are decided at run time (maybe none)
+                r = range(0) if s.kind == "dynamic" else range(s.start, s.stop, s.step)
+                walk(s.body, loops + [(s.var, r)])
+            elif isinstance(s, Inst):
+                names.difference_update(refs(s))
+                names.difference_update(a.tensor for a in s.ins if isinstance(a, Access))
+                for o in s.outs:
+                    if o.tensor in writes:
+                        if s.mask is not None or s.attr("acc") is not None or any(
+                                E.dyns(e) for e in (o.index or ()) if e is not None):
+                            names.discard(o.tensor)
+                        writes[o.tensor].append((o, loops))
+    walk(kernel.body, [])
+    if max_writes is not None:
+        names = {n for n in names if len(pids) * sum(
+            int(np.prod([len(r) for _, r in loops])) for _, loops in writes[n]) <= max_writes}
+    return frozenset(n for n in names if _covers(decls[n].shape, writes[n], pids))
+
+
+def _covers(shape, writes, pids) -> bool:
+    shape = tuple(shape)
+    seen = np.zeros(shape, bool)
+    budget = COVERAGE_BUDGET
+    for acc, loops in writes:
+        idx = acc.index
+        if idx is None:
+            if all(len(r) for _, r in loops):
+                return True  # (a whole-tensor write that runs at least once)
+            continue
+        n = int(np.prod(E.grid_shape(idx) or (1,)))
+        ca = CompiledAccess(acc, shape)
+        for pid in pids:
+            for vals in itertools.product(*(r for _, r in loops)):
+                budget -= n
+                if budget < 0:
+                    return False
+                env = dict(pid, **{v: x for (v, _), x in zip(loops, vals, strict=True)})
+                if ca.fast and ca.slice_shape:  # (no slice: one element, below)
+                    # why: a basic-slice region is marked as a view (index arrays of a
+                    # [128, 1024] store cost ~0.8 ms each); the slices are bounds-checked
+                    try:
+                        ca.view_for_write(seen, env)[...] = True
+                        continue
+                    except OOBError:
+                        return False
+                    except ValueError:
+                        pass  # (an unusual slice: the index arrays decide)
+                try:
+                    arrs = [np.asarray(E.evaluate(e, env), np.int64) for e in idx]
+                except (ValueError, KeyError):
+                    return False
+                arrs = np.broadcast_arrays(*arrs)
+                if any(a.size and (a.min() < 0 or a.max() >= s)
+                       for a, s in zip(arrs, shape, strict=True)):
+                    return False
+                seen[tuple(arrs)] = True
+    return bool(seen.all())

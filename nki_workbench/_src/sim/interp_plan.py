@@ -118,12 +118,17 @@ class Planner(InstRunners):
             return run
         shared = decl.buffer == "shared_hbm" or decl.kind in ("output",)
         shape, fresh = decl.shape, poisoner(tuple(decl.shape), decl.dtype)
+        whole = shared and name in self.covered  # (every element is written before the end)
+        st_dt = D.storage_dtype(D.from_name(decl.dtype))
 
         def run(st):
             if shared and name in st.shared:
                 st.bufs[name] = st.shared[name]
                 return
-            buf = Buf(name, fresh(), np.zeros(shape, dtype=bool))
+            if whole:
+                buf = Buf(name, np.empty(shape, dtype=st_dt))  # why: no poison is ever seen
+            else:
+                buf = Buf(name, fresh(), np.zeros(shape, dtype=bool))
             if shared:
                 # why: SPMD programs may run as threads; setdefault is atomic, so every program
                 # gets the one shared buffer even when two allocate it at the same time

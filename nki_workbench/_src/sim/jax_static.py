@@ -8,17 +8,21 @@ Both only remove work from the compiled program; neither changes a result or a d
 
 from __future__ import annotations
 
-import itertools
 import weakref
 
 import numpy as np
 
 from .. import dtypes as D
 from ..errors import NkiError
-from ..ir import Access, Alloc, Inst, Kernel, Loop, Scalar, walk_insts, walk_stmts
-from ..ir import expr as E
+from ..ir import Alloc, Inst, Kernel, Loop, walk_insts, walk_stmts
 from ..options import SimParams
-from .analysis import overlapping_writes, read_and_written, shared_overlaps
+from .analysis import (
+    COVERAGE_BUDGET,
+    fully_written_outputs,
+    overlapping_writes,
+    read_and_written,
+    shared_overlaps,
+)
 from .races import view_writes
 from .specials import SPECIAL
 
@@ -29,81 +33,6 @@ __all__ = ["fully_written_outputs", "window", "checked_inputs", "param_specs", "
 
 DEFAULT_UNROLL_BUDGET = 64
 """``jax_lower.UNROLL_BUDGET``'s value, here for estimates that must not import jax."""
-
-
-# ----------------------------------------------------------------------------- coverage
-COVERAGE_BUDGET = 1 << 24
-"""Most index elements :func:`fully_written_outputs` enumerates before it gives up (sound)."""
-
-
-def fully_written_outputs(kernel) -> frozenset:
-    """Outputs that every run provably writes whole, so the program needs no written-mask.
-
-    An output qualifies when nothing reads it or views it, every write to it is unmasked,
-    non-accumulating, has no run-time (``Dyn``) index, stays in bounds, and the writes of all
-    loop iterations and SPMD programs together cover every element. The IR has no branches,
-    so an unmasked instruction runs once per value of its enclosing loop variables; the
-    coverage is enumerated with those values (within :data:`COVERAGE_BUDGET`).
-    """
-    decls = kernel.decls()
-    names = {n for n in kernel.outputs if decls[n].base is None and (
-        decls[n].kind == "output" or decls[n].buffer == "shared_hbm")}
-    names -= {d.base for d in decls.values() if d.base is not None}
-    grid = tuple(kernel.grid) or (1,)
-    pids = [{f"pid{a}": int(v) for a, v in enumerate(p)} for p in np.ndindex(*grid)]
-    writes = {n: [] for n in names}
-
-    def refs(inst):
-        exprs = [] if inst.mask is None else [inst.mask]
-        for a in inst.ins + inst.outs:
-            if isinstance(a, Access):
-                exprs += list(a.index or ())
-            elif not isinstance(a, Scalar):
-                exprs.append(a)
-        return {d.tensor for e in exprs for d in E.dyns(e)}
-
-    def walk(body, loops):
-        for s in body:
-            if isinstance(s, Loop):
-                walk(s.body, loops + [(s.var, range(s.start, s.stop, s.step))])
-            elif isinstance(s, Inst):
-                names.difference_update(refs(s))
-                names.difference_update(a.tensor for a in s.ins if isinstance(a, Access))
-                for o in s.outs:
-                    if o.tensor in writes:
-                        if s.mask is not None or s.attr("acc") is not None or any(
-                                E.dyns(e) for e in (o.index or ()) if e is not None):
-                            names.discard(o.tensor)
-                        writes[o.tensor].append((o, loops))
-    walk(kernel.body, [])
-    return frozenset(n for n in names if _covers(decls[n].shape, writes[n], pids))
-
-
-def _covers(shape, writes, pids) -> bool:
-    shape = tuple(shape)
-    seen = np.zeros(shape, bool)
-    budget = COVERAGE_BUDGET
-    for acc, loops in writes:
-        idx = acc.index
-        if idx is None:
-            return True
-        n = int(np.prod(E.grid_shape(idx) or (1,)))
-        for pid in pids:
-            for vals in itertools.product(*(r for _, r in loops)):
-                budget -= n
-                if budget < 0:
-                    return False
-                env = dict(pid, **{v: x for (v, _), x in zip(loops, vals, strict=True)})
-                try:
-                    arrs = [np.asarray(E.evaluate(e, env), np.int64) for e in idx]
-                except (ValueError, KeyError):
-                    return False
-                arrs = np.broadcast_arrays(*arrs)
-                if any(a.size and (a.min() < 0 or a.max() >= s)
-                       for a, s in zip(arrs, shape, strict=True)):
-                    return False
-                seen[tuple(arrs)] = True
-    return bool(seen.all())
 
 
 # ----------------------------------------------------------------------------- run modes
