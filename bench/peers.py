@@ -10,8 +10,9 @@ hits all of them alike); each cell is the median over rounds, with its ratio to 
 numpy measured in the same rounds. "First call" columns are cold: new kernel objects and empty
 compiled-program caches (the trace is part of the first call); each steady column is timed
 after one untimed call of its own, so it never pays for a program an earlier cold call dropped.
-numpy keeps its default BLAS threads; the interpreter limits them to one while it runs
-(``platform.blas_single_threaded``).
+numpy keeps its default BLAS threads; the interpreter runs at one BLAS thread except for its
+tile GEMMs, which ``platform.GemmGovernor`` widens to the user's count only where it measured
+them faster and the other cores are idle (``platform.tile_matmul``).
 
 Usage: ``python bench/peers.py [--quick] [--rounds N] [--only NAME,...] [--load]``
 (``make bench``). ``--quick`` runs the 1024-sized workloads with fewer rounds (about two

@@ -4,7 +4,8 @@ Importing the workbench changes nothing process-wide. :func:`tune_malloc` (or
 ``NKI_WORKBENCH_TUNE_MALLOC=1`` in the environment) opts into glibc heap tuning that makes the
 simulators faster on large tiles; ``bench/`` and the test suite turn it on.
 :func:`blas_single_threaded` limits the BLAS thread pool while the interpreter runs (and
-restores it after): its GEMMs are tile-sized, where threads only cost.
+restores it after); :func:`tile_matmul` widens a tile GEMM back to the user's threads only
+where that measured faster and the cores are free.
 :func:`compilation_cache` (or ``NKI_WORKBENCH_COMPILATION_CACHE=DIR``) opts into JAX's
 persistent compilation cache for the compiled simulator, so a later process reuses the
 executables of kernels compiled before.
@@ -15,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 
 __all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV",
-           "blas_single_threaded", "blas_threads", "compilation_cache", "compilation_cache_dir",
+           "blas_single_threaded", "blas_threads", "tile_matmul", "GemmGovernor", "CpuSampler",
+           "GOVERNOR", "compilation_cache", "compilation_cache_dir",
            "COMPILATION_CACHE_ENV"]
 
 COMPILATION_CACHE_ENV = "NKI_WORKBENCH_COMPILATION_CACHE"
@@ -76,7 +79,7 @@ def tune_malloc(enable: bool = True) -> bool:
     return _STATE["applied"]
 
 
-_BLAS = {"controllers": None, "depth": 0, "saved": []}
+_BLAS = {"controllers": None, "depth": 0, "saved": [], "owner": None, "wide": 1, "now": 1}
 _BLAS_LOCK = threading.Lock()
 
 
@@ -97,24 +100,37 @@ def blas_threads() -> dict:
     return {os.path.basename(c.filepath): c.get_num_threads() for c in _blas_controllers()}
 
 
+def _set_blas_threads(n: int) -> None:
+    for c in _blas_controllers():
+        c.set_num_threads(n)
+    _BLAS["now"] = n
+
+
 @contextlib.contextmanager
 def blas_single_threaded():
     """Run the block with every BLAS library at one thread, then restore their counts.
 
-    The interpreter's GEMMs are tile-sized (at most 128x512 by 128x128): BLAS threads gain
-    nothing there, and when another process takes a core OpenBLAS's busy-waiting threads made
-    them 10-20x slower (issue 19). Nested and concurrent uses (``simulate_ranks`` threads)
-    count: each entry limits what its thread sees, the last exit restores every saved count.
-    Costs ~3 us per use.
+    The interpreter's GEMMs are tile-sized (at most 128x512 by 128x128): when another process
+    takes a core, OpenBLAS's busy-waiting threads made them 10-20x slower (issue 19). Inside
+    the block :func:`tile_matmul` may still widen one GEMM to the threads the user had, when
+    it measured that faster and no other process is using the cores (:class:`GemmGovernor`).
+    Nested and concurrent uses (``simulate_ranks`` threads) count: each entry limits what its
+    thread sees, the last exit restores every saved count. Costs ~3 us per use.
     """
     with _BLAS_LOCK:
         _BLAS["depth"] += 1
+        wide = 1
         for c in _blas_controllers():
             n = c.get_num_threads()
             # why: OpenBLAS's count is process-wide in some builds and per thread in others
             if n is not None and n > 1:
                 c.set_num_threads(1)
                 _BLAS["saved"].append((c, n))
+                wide = max(wide, n)
+        _BLAS["now"] = 1
+        if _BLAS["depth"] == 1:
+            _BLAS["owner"] = threading.get_ident()
+            _BLAS["wide"] = min(wide, _usable_cpus())
     try:
         yield
     finally:
@@ -123,7 +139,139 @@ def blas_single_threaded():
             if _BLAS["depth"] == 0:
                 for c, n in reversed(_BLAS["saved"]):
                     c.set_num_threads(n)
-                _BLAS["saved"] = []
+                _BLAS.update(saved=[], owner=None, wide=1, now=1)
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class CpuSampler:
+    """How many of this process's CPUs other processes kept busy lately (Linux ``/proc/stat``).
+
+    Over windows of at least ``window`` seconds: the busy time of the CPUs this process may run
+    on less the process's own CPU time, plus the time the calling thread waited for a CPU
+    (``/proc/thread-self/schedstat``), in cores; ``None`` where that cannot be read (then no
+    GEMM is widened).
+    """
+
+    def __init__(self, window: float = 0.05, stat_path: str = "/proc/stat"):
+        self.window, self.path = window, stat_path
+        self.last = None  # (wall, busy seconds of our CPUs, own CPU seconds, waited seconds)
+        self.others = None
+        try:
+            self.cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
+            self.ncpus = len(self.cpus)
+            self.hz = os.sysconf("SC_CLK_TCK")
+        except (AttributeError, OSError, ValueError):
+            self.cpus = None
+
+    def _read(self):
+        busy = 0
+        with open(self.path) as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if name in self.cpus:
+                    t = [int(v) for v in rest.split()]
+                    busy += sum(t) - t[3] - (t[4] if len(t) > 4 else 0)  # (less idle, iowait)
+        own = os.times()
+        try:
+            with open("/proc/thread-self/schedstat") as f:
+                waited = int(f.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            waited = 0.0
+        return busy / self.hz, own.user + own.system, waited
+
+    def busy_elsewhere(self, now: float) -> float | None:
+        """Cores' worth of CPU time other processes used in the last window (or ``None``)."""
+        if self.cpus is None:
+            return None
+        last = self.last
+        if last is not None and now - last[0] < self.window:
+            return self.others
+        try:
+            busy, own, waited = self._read()
+        except (OSError, ValueError, IndexError, ZeroDivisionError):
+            self.cpus = None
+            return None
+        if last is not None:
+            # why: what others get shrinks while we take the cores; the time this thread
+            # waited for a core shows the contention that hides. (A window over a pause is
+            # the best guess there is; a collapsing wide GEMM corrects it, GemmGovernor.)
+            wall = now - last[0]
+            self.others = (max(0.0, (busy - last[1]) - (own - last[2])) +
+                           (waited - last[3])) / wall
+        self.last = (now, busy, own, waited)
+        return self.others
+
+
+class GemmGovernor:
+    """Picks one BLAS thread or the user's count for each interpreter GEMM, by measurement.
+
+    Per GEMM shape it keeps the recent time at one thread and at ``wide`` threads (running
+    the other count every ``probe`` calls) and runs the faster one, but widens only to the
+    cores other processes leave free (``CpuSampler``; on 2 cores: under 0.3 of a core busy
+    elsewhere).
+    OpenBLAS splits a GEMM's rows and columns over its threads, never its sums, so every
+    count gives the same bits. Measured on 2 cores: a 128x128 by 128x512 GEMM 185 -> 114 us.
+    """
+
+    def __init__(self, sampler: CpuSampler | None = None, probe: int = 64,
+                 clock=time.perf_counter):
+        self.sampler = sampler or CpuSampler()
+        self.probe, self.clock = probe, clock
+        self.stats = {}  # key -> [single s, wide s, calls]
+
+    def matmul(self, a, b, out, wide: int):
+        """``a @ b`` (into ``out``) at the thread count judged faster; times it."""
+        import numpy as np
+        key = (a.shape, a.strides, b.shape, b.strides, a.dtype.char)
+        st = self.stats.get(key)
+        if st is None:
+            st = self.stats[key] = [None, None, 0]
+        st[2] += 1
+        t0 = self.clock()
+        others = self.sampler.busy_elsewhere(t0)
+        use = 1
+        if others is not None:
+            # why: what other processes got shrinks while we run wide, so count any of it
+            room = min(wide, int(self.sampler.ncpus - others + 0.3))
+            one, many = st[0], st[1]
+            if room > 1 and one is not None and \
+                    (many is None or (many < one) != (st[2] % self.probe == 0)):
+                use = room  # why: the faster count, or the slower one every probe calls
+        if _BLAS["now"] != use:
+            _set_blas_threads(use)
+        t0 = self.clock()
+        r = np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+        dt = self.clock() - t0
+        i = 0 if use == 1 else 1
+        st[i] = dt if st[i] is None else 0.75 * st[i] + 0.25 * dt
+        if i and dt > 3 * st[0]:
+            # why: a BLAS thread lost its core (load came): one thread until the next window
+            self.sampler.others = float(self.sampler.ncpus)
+        return r
+
+
+GOVERNOR = GemmGovernor()
+"""The process's :class:`GemmGovernor` (its measurements are the machine's, kept across runs)."""
+
+
+def tile_matmul(a, b, out=None):
+    """``a @ b`` of an interpreter tile GEMM, BLAS threads chosen by :data:`GOVERNOR`.
+
+    Outside :func:`blas_single_threaded`, with other interpreters running concurrently, or
+    when the user had one BLAS thread, this is plain ``np.matmul`` at the current count.
+    """
+    import numpy as np
+    if _BLAS["wide"] > 1 and _BLAS["depth"] == 1 and _BLAS["owner"] == threading.get_ident():
+        with _BLAS_LOCK:  # why: an entering thread sets the count while no wide GEMM runs
+            if _BLAS["depth"] == 1:
+                return GOVERNOR.matmul(a, b, out, _BLAS["wide"])
+    return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
 def compilation_cache(path: str | None = None) -> str:

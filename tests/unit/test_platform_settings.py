@@ -1,4 +1,5 @@
-"""Process settings the simulator applies: one BLAS thread while interpreting (restored after), and
+"""Process settings the simulator applies: one BLAS thread while interpreting unless measured faster
+(restored after), and
 the opt-in on-disk compilation cache."""
 
 import os
@@ -45,7 +46,8 @@ def test_simulation_runs_single_threaded_and_restores_the_count(two_blas_threads
     traced = matmul.trace(a, b)
     out = program_for(traced).run({"lhsT": a, "rhs": b},
                                   observer=lambda inst, st: seen.append(P.blas_threads()))
-    assert seen and all(set(s.values()) == {1} for s in seen)
+    # (one thread, or the user's two where a wide GEMM measured faster: tile_matmul)
+    assert seen and all(set(s.values()) <= {1, 2} for s in seen)
     assert set(P.blas_threads().values()) == {2}
     np.testing.assert_allclose(out["out"], a.T @ b, rtol=1e-5)
     np.testing.assert_allclose(nki.simulate_kernel(matmul, a, b), a.T @ b, rtol=1e-5)

@@ -1,0 +1,108 @@
+"""The interpreter's tile GEMMs: BLAS threads chosen by measurement, never under load, same bits."""
+
+import numpy as np
+import pytest
+
+from nki_workbench._src import platform as P
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+class _Sampler:
+    def __init__(self, others):
+        self.others, self.ncpus = others, 2
+
+    def busy_elsewhere(self, now):
+        return self.others
+
+
+class _Clock:
+    """A clock whose GEMMs take ``cost[threads]`` seconds (read at the start and end of each)."""
+
+    def __init__(self, cost):
+        self.cost, self.t, self.ticks = cost, 0.0, 0
+
+    def __call__(self):
+        self.ticks += 1
+        if self.ticks % 3 == 0:  # (sampler read, GEMM start, GEMM end)
+            self.t += self.cost[P._BLAS["now"]]
+        return self.t
+
+
+@pytest.fixture
+def blas2():
+    ctl = threadpoolctl.ThreadpoolController().select(user_api="blas")
+    if not ctl.lib_controllers:
+        pytest.fail("numpy's BLAS is not visible to threadpoolctl")
+    with ctl.limit(limits=2):
+        before = P.blas_threads()
+        yield
+    assert P.blas_threads() != {} and before
+
+
+def _run(gov, n, a, b):
+    seen = []
+    with P.blas_single_threaded():
+        for _ in range(n):
+            r = gov.matmul(a, b, None, 2)
+            seen.append(P._BLAS["now"])
+    return r, seen
+
+
+_A = np.random.default_rng(0).standard_normal((128, 128), dtype=np.float32)
+_B = np.random.default_rng(1).standard_normal((128, 512), dtype=np.float32)
+
+
+def test_it_widens_where_two_threads_measure_faster_and_probes_one_every_so_often(blas2):
+    gov = P.GemmGovernor(_Sampler(0.0), probe=8, clock=_Clock({1: 2e-4, 2: 1e-4}))
+    r, seen = _run(gov, 40, _A.T, _B)
+    assert seen[:2] == [1, 2]  # one measurement of each
+    assert seen[2:].count(2) >= 30 and 1 in seen[2:]  # wide, with single-thread probes
+    np.testing.assert_array_equal(r, _A.T @ _B)
+
+
+def test_it_stays_at_one_thread_where_that_is_faster(blas2):
+    gov = P.GemmGovernor(_Sampler(0.0), probe=8, clock=_Clock({1: 1e-4, 2: 3e-4}))
+    _, seen = _run(gov, 40, _A.T, _B)
+    assert seen[2:].count(1) >= 30
+
+
+def test_it_never_widens_while_another_process_takes_a_core(blas2):
+    gov = P.GemmGovernor(_Sampler(0.9), probe=8, clock=_Clock({1: 2e-4, 2: 1e-4}))
+    _, seen = _run(gov, 40, _A.T, _B)
+    assert set(seen) == {1}
+    gov = P.GemmGovernor(_Sampler(None), probe=8, clock=_Clock({1: 2e-4, 2: 1e-4}))
+    assert set(_run(gov, 10, _A.T, _B)[1]) == {1}  # (nothing known: one thread)
+
+
+def test_a_collapsing_wide_gemm_drops_to_one_thread_until_the_next_window(blas2):
+    sampler = _Sampler(0.0)
+    clock = _Clock({1: 2e-4, 2: 1e-4})
+    gov = P.GemmGovernor(sampler, probe=1000, clock=clock)
+    _run(gov, 5, _A.T, _B)
+    clock.cost[2] = 5e-3  # a BLAS thread lost its core
+    _, seen = _run(gov, 5, _A.T, _B)
+    assert seen[0] == 2 and set(seen[1:]) == {1} and sampler.others == 2.0
+
+
+def test_one_and_two_blas_threads_give_the_same_bits_on_tile_gemms(blas2):
+    rng = np.random.default_rng(2)
+    for k, m, n in ((128, 128, 512), (128, 64, 512), (32, 128, 300), (128, 128, 2048)):
+        a = rng.standard_normal((k, m), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        with threadpoolctl.threadpool_limits(1, "blas"):
+            one = a.T @ b
+        with threadpoolctl.threadpool_limits(2, "blas"):
+            two = a.T @ b
+        np.testing.assert_array_equal(one, two)
+
+
+def test_the_cpu_sampler_reads_this_machine_or_says_it_cannot(tmp_path):
+    s = P.CpuSampler(window=0.0)
+    if s.cpus is None:
+        pytest.skip("no sched_getaffinity here")
+    assert s.busy_elsewhere(0.0) is None  # a first reading has no window yet
+    got = s.busy_elsewhere(1.0)
+    assert got is None or got >= 0.0
+    bad = P.CpuSampler(window=0.0, stat_path=str(tmp_path / "missing"))
+    assert bad.busy_elsewhere(0.0) is None and bad.cpus is None
