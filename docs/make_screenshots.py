@@ -43,6 +43,7 @@ def _pages() -> dict:
 
 
 def main() -> None:
+    """Draw every picture into docs/img with headless Chromium."""
     from playwright.sync_api import sync_playwright
     OUT.mkdir(exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="nkiw-shots-"))
