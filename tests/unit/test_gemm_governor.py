@@ -106,3 +106,17 @@ def test_the_cpu_sampler_reads_this_machine_or_says_it_cannot(tmp_path):
     assert got is None or got >= 0.0
     bad = P.CpuSampler(window=0.0, stat_path=str(tmp_path / "missing"))
     assert bad.busy_elsewhere(0.0) is None and bad.cpus is None
+
+
+def test_one_stalled_wide_gemm_does_not_hide_the_faster_count(blas2):
+    sampler = _Sampler(0.0)
+    clock = _Clock({1: 2e-4, 2: 1e-4})
+    gov = P.GemmGovernor(sampler, probe=1000, clock=clock)
+    _run(gov, 5, _A.T, _B)
+    clock.cost[2] = 5e-3  # threads waking from sleep, once
+    _run(gov, 1, _A.T, _B)
+    clock.cost[2], sampler.others = 1e-4, 0.0  # (the next window reads the cores free)
+    _, seen = _run(gov, 5, _A.T, _B)
+    assert set(seen) == {2}
+    (one, wide, _), = gov.stats.values()
+    assert wide < one
