@@ -39,6 +39,28 @@ def two_blas_threads():
     assert P.blas_threads() == before
 
 
+class _Busy:
+    """A CpuSampler reading every core busy elsewhere (so no GEMM may widen)."""
+
+    ncpus = 2
+
+    def busy_elsewhere(self, now):
+        return 2.0
+
+
+def test_under_load_every_instruction_runs_at_one_blas_thread(two_blas_threads, monkeypatch):
+    monkeypatch.setattr(P, "GOVERNOR", P.GemmGovernor(_Busy()))
+    a = np.random.default_rng(0).random((128, 128), dtype=np.float32)
+    b = np.random.default_rng(1).random((128, 256), dtype=np.float32)
+    seen = []
+    for _ in range(3):  # (past the governor's first measurements)
+        out = program_for(matmul.trace(a, b)).run(
+            {"lhsT": a, "rhs": b}, observer=lambda inst, st: seen.append(P.blas_threads()))
+    assert seen and all(set(s.values()) == {1} for s in seen)
+    assert set(P.blas_threads().values()) == {2}
+    np.testing.assert_allclose(out["out"], a.T @ b, rtol=1e-5)
+
+
 def test_simulation_runs_single_threaded_and_restores_the_count(two_blas_threads):
     a = np.random.default_rng(0).random((128, 128), dtype=np.float32)
     b = np.random.default_rng(1).random((128, 256), dtype=np.float32)
