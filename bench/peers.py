@@ -144,21 +144,22 @@ def _table(specs, times, base, title):
 
 
 def _settle_auto(fn, limit_s=20.0):
-    """Call the steady "auto" runner until auto runs it compiled (the ski-rental rule's
-    steady state); returns (calls, seconds) it took, or None past ``limit_s``."""
+    """Call the steady "auto" runner until auto has settled on one executor (after its compile
+    and 3 timed compiled calls); returns (calls, seconds, executor), or None past ``limit_s``."""
     from nki_workbench._src import execution
-    used = []
+    settled = []
 
     def hook(traced, inputs, params, outs, backend):
-        used.append(backend)
+        e = execution._AUTO.lookup(id(traced.kernel))
+        settled.append(getattr(e, "settled", None))
     execution.SIM_HOOKS.append(hook)
     try:
         t0 = time.perf_counter()
-        while not used or used[-1] != "jax":
+        while not settled or settled[-1] is None:
             if time.perf_counter() - t0 > limit_s:
                 return None
             fn()
-        return len(used), time.perf_counter() - t0
+        return len(settled), time.perf_counter() - t0, settled[-1]
     finally:
         execution.SIM_HOOKS.remove(hook)
 
@@ -222,8 +223,10 @@ def main(argv=None):
             out = np.asarray(fns[m](), dtype=np.float32)
             np.testing.assert_allclose(out, ref, rtol=2e-2, atol=2e-2, err_msg=f"{n}: {m}")
         settled = _settle_auto(fns["auto"])
-        print(f"{n}: auto runs compiled " + ("after more than 20 s of calls" if settled is None
-              else f"from call {settled[0] + 1} on ({settled[1]:.2f} s of calls before)"))
+        names = {"numpy": "the interpreter", "jax": "the compiled program"}
+        print(f"{n}: auto " + ("has not settled after 20 s of calls" if settled is None
+              else f"runs {names[settled[2]]} from call {settled[0] + 1} on "
+                   f"({settled[1]:.2f} s of calls before)"))
     loaded = {n: {m: [] for m in METHODS} for n in specs}
     for _ in range(rounds):
         for n, fns in runners.items():

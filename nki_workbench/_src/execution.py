@@ -104,6 +104,13 @@ class _AutoEntry:
     calls: int = 0
     interpreted_s: float = 0.0  # wall time the interpreter spent on this specialisation
     compiled: bool = False
+    recent: dict = dataclasses.field(default_factory=lambda: {"numpy": [], "jax": []})
+    settled: str | None = None  # the executor measured faster, once both have samples
+
+
+# why: the median of 3 steady calls per executor, so one stalled call (a page fault, a busy
+# core) does not decide; a compiled program's first call (its compile) is no sample
+_SAMPLES = 3
 
 
 def estimated_interpreter_seconds(kernel: Kernel) -> float:
@@ -151,6 +158,12 @@ def auto_backend(prog: Program, params: SimParams | None) -> str:
     :func:`estimated_interpreter_seconds` exceed both :data:`AUTO_COMPILE_FIRST_S` and the
     compile estimate. Kernels the compiled program cannot run, or whose estimated compile time
     exceeds :data:`AUTO_MAX_COMPILE_S`, always interpret.
+
+    Once compiled, the program runs for 3 more calls; then the executor whose median of its
+    last 3 calls is faster runs every later call (a small kernel whose compiled call has the
+    larger fixed cost, e.g. a 1024x1024 add: 0.7 ms compiled against 0.5 ms interpreted, goes
+    back to the interpreter). A kernel that compiled on its first call has no interpreter
+    samples and stays compiled.
     """
     k = prog.kernel
     e = _AUTO.lookup(id(k))
@@ -165,6 +178,8 @@ def auto_backend(prog: Program, params: SimParams | None) -> str:
         return "numpy"  # why: the compiled program has no shuffled order; it would fall back
     if e.calls == 1:
         return e.first
+    if e.settled is not None:
+        return e.settled
     if e.compiled or (e.compiles and e.interpreted_s >= e.compile_s * compile_scale()):
         return "jax"
     return "numpy"
@@ -175,13 +190,21 @@ def _auto_ran(prog: Program, backend: str, seconds: float) -> None:
     e = _AUTO.lookup(id(prog.kernel))
     if e is None or e.kernel is not prog.kernel:
         return
-    if backend != "jax":
-        e.interpreted_s += seconds
-    elif not e.compiled:
+    if backend == "jax" and not e.compiled:
         e.compiled = True
         if e.compile_s > 0:
             _COMPILE_RATIOS.append(seconds / e.compile_s)
             del _COMPILE_RATIOS[:-8]
+        return
+    if backend != "jax":
+        e.interpreted_s += seconds
+    recent = e.recent[backend]
+    recent.append(seconds)
+    del recent[:-_SAMPLES]
+    if e.settled is None and e.compiled and len(recent) == _SAMPLES and backend == "jax":
+        interp = e.recent["numpy"]
+        e.settled = "numpy" if interp and \
+            float(np.median(interp)) < float(np.median(recent)) else "jax"
 
 
 def _run_auto(prog: Program, inputs: dict, params, observer) -> tuple:

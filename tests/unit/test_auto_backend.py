@@ -1,6 +1,7 @@
 """SimParams(backend="auto"): the interpreter until a specialisation's interpreted time reaches
-its compile estimate (ski rental), then the compiled program; a large kernel compiles on its
-first call; the interpreter's warnings either way."""
+its compile estimate (ski rental), then the compiled program, and after 3 compiled calls the
+executor measured faster; a large kernel compiles on its first call; the interpreter's
+warnings either way."""
 
 import warnings
 
@@ -97,6 +98,47 @@ def test_it_compiles_once_the_interpreted_time_reaches_the_compile_estimate(exec
     for _ in range(3):
         nki.simulate_kernel(k2, a, params=AUTO)
     assert executors == ["numpy", "numpy", "jax"]  # 0.2 s >= 0.35 s x 0.5
+
+
+class _ByExecutor:
+    """A fake ``execution._clock``: a timed call takes the seconds of the executor auto chose."""
+
+    def __init__(self, executors, seconds):
+        self.executors, self.seconds, self.now, self.reads = executors, seconds, 0.0, 0
+
+    def __call__(self):
+        self.reads += 1
+        if self.reads % 2 == 0:
+            self.now += self.seconds[self.executors[-1]]
+        return self.now
+
+
+@pytest.mark.parametrize("compiled_s, settles", [(0.2, "numpy"), (0.05, "jax")])
+def test_after_compiling_it_keeps_the_executor_measured_faster(executors, monkeypatch,
+                                                               compiled_s, settles):
+    # why: a small kernel's compiled call can cost more than interpreting it (a 1024^2 add:
+    # 0.7 against 0.5 ms); auto must not stay slower than the interpreter once it has measured
+    monkeypatch.setattr(execution, "_clock",
+                        _ByExecutor(executors, {"numpy": 0.1, "jax": compiled_s}))
+    monkeypatch.setattr(execution, "estimated_compile_seconds", lambda k: 0.25)
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    for _ in range(12):
+        np.testing.assert_allclose(nki.simulate_kernel(k, a, params=AUTO),
+                                   np.exp(a * np.float32(0.5)), rtol=1e-6)
+    # 3 interpreted calls reach the 0.25 s estimate; the compile; 3 timed compiled calls
+    assert executors[:7] == ["numpy"] * 3 + ["jax"] * 4
+    assert executors[7:] == [settles] * 5
+
+
+def test_a_stalled_call_does_not_decide(executors, monkeypatch):
+    seconds = {"numpy": 0.1, "jax": 0.05}
+    monkeypatch.setattr(execution, "_clock", _ByExecutor(executors, seconds))
+    monkeypatch.setattr(execution, "estimated_compile_seconds", lambda k: 0.25)
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    for i in range(10):
+        seconds["jax"] = 1.0 if i == 4 else 0.05  # the first timed compiled call stalls
+        nki.simulate_kernel(k, a, params=AUTO)
+    assert executors[7:] == ["jax"] * 3  # the median of 3 compiled calls, not their mean
 
 
 def test_the_calibration_is_clamped_and_a_median():
