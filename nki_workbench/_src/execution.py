@@ -105,7 +105,7 @@ class _AutoEntry:
     interpreted_s: float = 0.0  # wall time the interpreter spent on this specialisation
     compiled: bool = False
     recent: dict = dataclasses.field(default_factory=lambda: {"numpy": [], "jax": []})
-    settled: str | None = None  # the executor measured faster, once both have samples
+    settled: str | None = None  # the executor measured faster, fixed after 3 timed compiled calls
 
 
 # why: the median of 3 steady calls per executor, so one stalled call (a page fault, a busy
