@@ -86,3 +86,30 @@ def warns_alike(k, inputs):
     assert ref_rec, "the interpreter warns"
     assert [str(w.message) for w in rec] == [str(w.message) for w in ref_rec]
     return ref, out
+
+
+def pairwise_reference(row):
+    """numpy's pairwise float32 sum of ``row`` (docs/semantics.md), element by element in Python
+    float32: no arrays, no batching, so it checks the batched model independently."""
+    f = np.float32
+
+    def pw(v):
+        if len(v) < 8:
+            res = f(0.0)
+            for t in v:
+                res = f(res + t)
+            return res
+        if len(v) <= 128:
+            r = list(v[:8])
+            whole = len(v) - len(v) % 8
+            for i in range(8, whole, 8):
+                r = [f(r[j] + v[i + j]) for j in range(8)]
+            res = f(f(f(r[0] + r[1]) + f(r[2] + r[3])) + f(f(r[4] + r[5]) + f(r[6] + r[7])))
+            for t in v[whole:]:
+                res = f(res + t)
+            return res
+        h = len(v) // 2
+        h -= h % 8
+        return f(pw(v[:h]) + pw(v[h:]))
+
+    return f(f(0.0) + pw([f(t) for t in row]))

@@ -163,20 +163,22 @@ def test_composites_and_matmul():
 
 
 # ----------------------------------------------------------------------------- the protocol
-def _padded_tree(x):
-    """The documented order, written out: pad with -0.0 to a power of two, add the halves."""
+def _padded_tree(x, op=np.multiply, identity=1.0):
+    """The documented halving tree, written out: pad with the identity to a power of two."""
     n = x.shape[-1]
     p = 1 << (n - 1).bit_length()
-    x = np.concatenate([x, np.full(x.shape[:-1] + (p - n,), -0.0, np.float32)], axis=-1)
+    x = np.concatenate([x, np.full(x.shape[:-1] + (p - n,), identity, np.float32)], axis=-1)
     while x.shape[-1] > 1:
         h = x.shape[-1] // 2
-        x = x[..., :h] + x[..., h:]
+        x = op(x[..., :h], x[..., h:])
     return x[..., 0]
 
 
-@pytest.mark.parametrize("shape,axes", [((128, 1024), (1,)), ((128, 1000), (1,)),
-                                        ((16, 7, 9), (1, 2)), ((5, 33), (0,)),
-                                        ((3, 5, 6), (2, 0)), ((4, 1), (1,))])
+_ORDER_CASES = [((128, 1024), (1,)), ((128, 1000), (1,)), ((16, 7, 9), (1, 2)), ((5, 33), (0,)),
+                ((3, 5, 6), (2, 0)), ((4, 1), (1,)), ((2, 300, 3), (1,))]
+
+
+@pytest.mark.parametrize("shape,axes", _ORDER_CASES)
 def test_the_one_reduction_order_on_both_protocols(shape, axes):
     import jax
 
@@ -184,13 +186,29 @@ def test_the_one_reduction_order_on_both_protocols(shape, axes):
     x = RNG.standard_normal(shape).astype(np.float32)
     keep = [d for d in range(x.ndim) if d not in axes]
     moved = np.transpose(x, keep + list(axes)).reshape([x.shape[d] for d in keep] + [-1])
-    want = _padded_tree(moved)
+    want = np.add.reduce(np.ascontiguousarray(moved), axis=-1)  # numpy's own order
     jx = jax_numerics(np.int32(0))
     got_np = NUMPY.sum(x, axes)
     got_jax = np.asarray(jax.jit(lambda v: jx.sum(v, axes))(x))
     assert ulps(got_np, want) == 0 and ulps(got_jax, want) == 0
     np.testing.assert_allclose(got_np, x.astype(np.float64).sum(axis=axes), atol=1e-4)
     assert NUMPY.sum(x, axes, keepdims=True).shape == np.sum(x, axis=axes, keepdims=True).shape
+
+
+@pytest.mark.parametrize("shape,axes", _ORDER_CASES)
+def test_products_follow_the_halving_tree_on_both_protocols(shape, axes):
+    import jax
+
+    from nki_workbench._src.semantics import jax_numerics
+    x = RNG.uniform(0.9, 1.1, shape).astype(np.float32)
+    keep = [d for d in range(x.ndim) if d not in axes]
+    moved = np.transpose(x, keep + list(axes)).reshape([x.shape[d] for d in keep] + [-1])
+    want = _padded_tree(moved)
+    jx = jax_numerics(np.int32(0))
+    got_np = NUMPY.reduce("multiply", x, axes)
+    got_jax = np.asarray(jax.jit(lambda v: jx.reduce("multiply", v, axes))(x))
+    assert ulps(got_np, want) == 0 and ulps(got_jax, want) == 0
+    np.testing.assert_allclose(got_np, x.astype(np.float64).prod(axis=axes), rtol=1e-4)
 
 
 def k_selects(a, m):

@@ -4,7 +4,7 @@ A rule ``fn(P, ex)`` returns the result shaped like the output access (both exec
 to the instruction's dtype and write it). Arithmetic follows the engines: inputs are widened to
 float32, computed in float32 (every step fenced: rounded on its own), rounded once on output;
 bitvec ops work on the 32-bit patterns (:meth:`.Numerics.alu`); reductions sum in the one
-pairwise-tree order (:meth:`.Numerics.reduce`); matmul multiplies and accumulates in float32.
+order of :meth:`.Numerics.reduce`; matmul multiplies and accumulates in float32.
 ``nki.isa`` rules live in ``semantics/isa*.py``, in the same table.
 """
 

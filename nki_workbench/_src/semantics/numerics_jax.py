@@ -15,7 +15,7 @@ Bit-exactness with the numpy instance, and where it cannot hold:
   re-run-in-the-interpreter flag.
 * Transcendentals (exp, log, tanh, erf, power ...) use XLA's kernels: a few float32 ulps apart.
 * matmul: XLA's dot sums in another order than BLAS.
-* Reductions follow the one pairwise tree of :meth:`.Numerics.reduce` on both: bit-identical.
+* Reductions follow the one order of :meth:`.Numerics.reduce` on both: bit-identical.
 """
 
 from __future__ import annotations
