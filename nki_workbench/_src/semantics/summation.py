@@ -16,8 +16,9 @@ Every step rounds to float32. :func:`pairwise_sum` evaluates that order over any
 namespace with few, batched operations: the leaves of the recursion are gathered into one
 ``(..., leaves, width)`` array (padded with ``-0.0``, which leaves every float32 unchanged
 under addition), summed together, and combined level by level. The interpreter runs numpy's
-own reduce instead wherever :func:`native_matches` has confirmed that the installed numpy
-follows this order; the compiled program runs :func:`pairwise_sum`.
+own reduce instead (:func:`native_sum`) wherever the summed axis is innermost in memory and
+:func:`native_matches` has confirmed that the installed numpy follows this order; the
+compiled program runs :func:`pairwise_sum`.
 """
 
 from __future__ import annotations
@@ -78,14 +79,22 @@ def _gather(xp, x, plan: Plan):
     lead = x.shape[:-1]
     if plan.uniform:
         return x.reshape(lead + (len(plan.leaves), plan.leaves[0][1]))
+    pad = xp.full(lead + (1,), _F32(-0.0), x.dtype)
+    return xp.take(xp.concatenate([x, pad], axis=-1), _leaf_index(plan.n), axis=-1)
+
+
+@functools.lru_cache(maxsize=256)
+def _leaf_index(n: int):
+    # why: built once per length, not on every interpreter call that gathers uneven leaves
+    plan = pairwise_plan(n)
     width = 8 * plan.blocks + plan.tail
-    idx = np.full((len(plan.leaves), width), plan.n, np.int64)  # n: the padding column
+    idx = np.full((len(plan.leaves), width), n, np.int64)  # n: the padding column
     for k, (lo, m) in enumerate(plan.leaves):
         q, t = m // 8, m % 8
         idx[k, : 8 * q] = np.arange(lo, lo + 8 * q)
         idx[k, 8 * plan.blocks: 8 * plan.blocks + t] = np.arange(lo + 8 * q, lo + m)
-    pad = xp.full(lead + (1,), _F32(-0.0), x.dtype)
-    return xp.take(xp.concatenate([x, pad], axis=-1), idx, axis=-1)
+    idx.setflags(write=False)
+    return idx
 
 
 def pairwise_sum(P, x, n: int):
@@ -114,9 +123,10 @@ def pairwise_sum(P, x, n: int):
     r = blocks[..., 0, :]
     for j in range(1, q):
         r = fence(r + blocks[..., j, :])
-    # why: from here on every step adds sums (or the fenced inputs of a tail): nothing a
-    # compiler could contract, and none reorders float adds without fast-math, so fences
-    # here would only cost compile time (XLA: 40 ms more per sum, measured)
+    # why: from here on every step adds sums or a tail's inputs (fenced by the instruction
+    # that made them, as every input): nothing a compiler could contract, and none reorders
+    # float adds without fast-math, so fences here would only cost compile time (XLA: 40 ms
+    # more per sum, measured)
     a = [r[..., j] for j in range(8)]
     # why: the lanes taken one by one; strided halving (r[..., 0::2] + r[..., 1::2]) made XLA
     # fuse the whole sum into one loop over a 2-wide minor axis, 2x slower (measured)
