@@ -144,8 +144,9 @@ def _table(specs, times, base, title):
 
 
 def _settle_auto(fn, limit_s=20.0):
-    """Call the steady "auto" runner until auto has settled on one executor (after its compile
-    and 3 timed compiled calls); returns (calls, seconds, executor), or None past ``limit_s``."""
+    """Call the steady "auto" runner until auto has settled on one executor (after its compile,
+    2 warm-up and 5 timed compiled calls); returns (calls, seconds, executor), or None past
+    ``limit_s``."""
     from nki_workbench._src import execution
     settled = []
 

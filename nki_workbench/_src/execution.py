@@ -105,12 +105,18 @@ class _AutoEntry:
     interpreted_s: float = 0.0  # wall time the interpreter spent on this specialisation
     compiled: bool = False
     recent: dict = dataclasses.field(default_factory=lambda: {"numpy": [], "jax": []})
-    settled: str | None = None  # the executor measured faster, fixed after 3 timed compiled calls
+    warming: int = 0  # compiled calls after the compile that are no samples yet
+    settled: str | None = None  # the executor measured faster, fixed after 5 timed compiled calls
 
 
-# why: the median of 3 steady calls per executor, so one stalled call (a page fault, a busy
-# core) does not decide; a compiled program's first call (its compile) is no sample
-_SAMPLES = 3
+# why: the fastest of each executor's last 5 calls: other processes and stalls (a page fault,
+# a busy core) only ever add time, so the minimum is the steadiest estimate of the executor's
+# own speed (medians of 3 picked the interpreter for the 1024^3 fp32 matmul at 13.2 against
+# a compiled median of 13.2 ms, compiled running at 7 ms once warm)
+_SAMPLES = 5
+# why: a new executable's first calls fault in its buffers and wake XLA's threads: the fp32
+# matmul's first two after its compile took 17.3 and 10.3 ms, its steady calls 7 ms
+_WARMUP = 2
 
 
 def estimated_interpreter_seconds(kernel: Kernel) -> float:
@@ -159,11 +165,11 @@ def auto_backend(prog: Program, params: SimParams | None) -> str:
     compile estimate. Kernels the compiled program cannot run, or whose estimated compile time
     exceeds :data:`AUTO_MAX_COMPILE_S`, always interpret.
 
-    Once compiled, the program runs for 3 more calls; then the executor whose median of its
-    last 3 calls is faster runs every later call (a small kernel whose compiled call has the
-    larger fixed cost, e.g. a 1024x1024 add: 0.7 ms compiled against 0.5 ms interpreted, goes
-    back to the interpreter). A kernel that compiled on its first call has no interpreter
-    samples and stays compiled.
+    Once compiled, the program runs for 7 more calls (2 to warm up, 5 timed); then the
+    executor whose fastest of its last 5 calls is faster runs every later call (a small kernel
+    whose compiled call has the larger fixed cost, e.g. a 1024x1024 add: 0.4 ms compiled
+    against 0.3 ms interpreted, goes back to the interpreter). A kernel that compiled on its
+    first call has no interpreter samples and stays compiled.
     """
     k = prog.kernel
     e = _AUTO.lookup(id(k))
@@ -198,13 +204,15 @@ def _auto_ran(prog: Program, backend: str, seconds: float) -> None:
         return
     if backend != "jax":
         e.interpreted_s += seconds
+    elif e.warming < _WARMUP:
+        e.warming += 1
+        return
     recent = e.recent[backend]
     recent.append(seconds)
     del recent[:-_SAMPLES]
     if e.settled is None and e.compiled and len(recent) == _SAMPLES and backend == "jax":
         interp = e.recent["numpy"]
-        e.settled = "numpy" if interp and \
-            float(np.median(interp)) < float(np.median(recent)) else "jax"
+        e.settled = "numpy" if interp and min(interp) < min(recent) else "jax"
 
 
 def _run_auto(prog: Program, inputs: dict, params, observer) -> tuple:
