@@ -269,3 +269,28 @@ def k_dma_into_fresh_tile(a):
 def test_dma_copy_into_fresh_sbuf_tile_casts():
     a = rand(64, 32)
     np.testing.assert_array_equal(k_dma_into_fresh_tile(a), a.astype(np.float16))
+
+
+def _full_kernel(value, dtype):
+    @nki.jit(mode="simulation")
+    def k(a):
+        out = nl.ndarray((128, 64), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.full((128, 64), value, dtype=dtype))
+        return out
+    return k
+
+
+@pytest.mark.parametrize("value, dtype", [
+    (0, nl.float32), (3, nl.bfloat16), (-1, nl.int8), (300, nl.int8), (1.5, nl.bfloat16),
+    (70000.0, nl.float16), (-3.7, nl.int32), (1.0000001, nl.bfloat16), (True, nl.float32),
+    (2 ** 24 + 1, nl.float32), (0.1, nl.float8_e4m3)])
+def test_a_fill_converts_like_every_element_would(value, dtype):
+    # why: memset converts its constant to the tile's dtype once; that must be the tile the
+    # element-wise conversion gives (saturation, rounding, overflow to inf, truncation)
+    from nki_workbench._src import dtype_casts as DC
+    src = np.bool_ if isinstance(value, bool) else \
+        np.float32 if isinstance(value, float) else np.asarray(value).dtype
+    want = DC.cast(np.full((128, 64), value, dtype=src), dtype)
+    got = nki.simulate_kernel(_full_kernel(value, dtype), np.zeros((128, 64), np.float32))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
