@@ -4,7 +4,8 @@ One :class:`World` serves one multi-rank simulation. Every participant (a rank, 
 an SPMD program id ``pid``) runs in its own thread. Collectives are matched by order: the k-th
 collective a participant executes meets the k-th collective of every other member of its
 replica group (same ``pid``); they must agree on the opcode, the attributes and the source
-shapes and dtypes, else the error names both ranks and their kernel lines. Point-to-point
+shapes and dtypes, else the error names two ranks and their kernel lines: the first pair by
+rank of the whole meeting that differs, whatever order the threads arrived in. Point-to-point
 ``send`` is buffered (it returns at once); ``recv`` waits for the oldest unreceived message
 from its peer.
 
@@ -124,10 +125,12 @@ class World:
             k = self.seq.get(me, 0)
             self.seq[me] = k + 1
             slot = self.arrivals.setdefault((arr.pid, k), {})
-            for other in slot.values():
-                if other.rank in arr.group or arr.rank in other.group:
-                    self._agree(arr, other, k)
+            odd = next((e for e in (self._disagree(arr, other, k) for other in slot.values()
+                                    if other.rank in arr.group or arr.rank in other.group)
+                        if e is not None), None)
             slot[arr.rank] = arr
+            if odd is not None:
+                raise self.fail(self._disagreeing(arr, k, slot, odd))
             if all(m in slot for m in arr.group):
                 from .kinds import kind_of
                 res = compute(kind_of(arr.op).name, arr.group, slot, arr.attrs, arr.api)
@@ -204,29 +207,78 @@ class World:
                     f"{arr.rank}'s replica group {list(g)}", arr.loc))
         arr.group = (arr.rank, peer)
 
-    def _agree(self, a: Arrival, b: Arrival, k: int):
-        """Members meeting at collective #k must run the same instruction on like data."""
+    def _disagree(self, a: Arrival, b: Arrival, k: int) -> NkiError | None:
+        """The error when ``a`` and ``b`` differ at collective #k (``None``: they agree).
+
+        Members meeting at a collective must run the same instruction on like data.
+        """
         if b.rank > a.rank:
             a, b = b, a  # why: name the lower rank first, whatever the arrival order
         if a.op != b.op or a.attrs != b.attrs:
-            raise self.fail(NkiError(
+            return NkiError(
                 "wb_collective_mismatch",
                 f"ranks {b.rank} and {a.rank} disagree at their collective #{k}: rank {b.rank} "
                 f"runs {b.op}{_attrs(b)} at {b.loc}, rank {a.rank} runs {a.op}{_attrs(a)} at "
                 f"{a.loc}", a.loc, "every member of a replica group must execute the same "
-                                   "collectives in the same order"))
+                                   "collectives in the same order")
         if len(a.vals) != len(b.vals):
-            raise self.fail(NkiError(
+            return NkiError(
                 "wb_collective_shape", f"{a.api}: rank {b.rank} passes {len(b.vals)} source(s), "
-                f"rank {a.rank} passes {len(a.vals)} (at {a.loc})", a.loc))
+                f"rank {a.rank} passes {len(a.vals)} (at {a.loc})", a.loc)
         for j, (x, y) in enumerate(zip(b.vals, a.vals, strict=True)):
             if x.shape != y.shape or x.dtype != y.dtype:
-                raise self.fail(NkiError(
+                return NkiError(
                     "wb_collective_shape",
                     f"{a.api}: ranks {b.rank} and {a.rank} pass srcs[{j}] of different shapes or "
                     f"dtypes ({list(x.shape)} {x.dtype} at {b.loc} vs {list(y.shape)} {y.dtype} "
                     f"at {a.loc})", a.loc, "every rank must pass tensors of the same shape and "
-                                           "dtype to a collective"))
+                                           "dtype to a collective")
+        return None
+
+    @staticmethod
+    def _meeting(slot: dict, arr: Arrival) -> set:
+        """The ranks meeting ``arr`` at its collective: its group, their groups, transitively."""
+        todo, seen = [arr.rank], set()
+        while todo:
+            r = todo.pop()
+            if r not in seen:
+                seen.add(r)
+                todo.extend(slot[r].group if r in slot else ())
+                todo.extend(o.rank for o in slot.values() if r in o.group)
+        return seen
+
+    def _disagreeing(self, arr: Arrival, k: int, slot: dict, found: NkiError) -> NkiError:
+        """The disagreement at collective #k, once every member of the meeting is there.
+
+        ``found`` is the one ``arr`` found on arriving. Why wait: which pair an arrival finds
+        depends on the threads' order; the error names the first pair (by rank) of the whole
+        meeting, so it is the same in every run. Members that can never come (finished,
+        deadlocked, past the timeout) leave the first pair among the others.
+        """
+        me, deadline = (arr.rank, arr.pid), time.monotonic() + self.timeout
+
+        def complete():
+            return all(r in slot for r in self._meeting(slot, arr))
+        self.waiting[me] = (f"rank {arr.rank}{_pid_text(arr.pid)} waits at {arr.where()} "
+                            f"(collective #{k}, whose members disagree)", complete)
+        try:
+            while not complete():
+                self._check_failed()
+                missing = [r for r in self._meeting(slot, arr) if r not in slot]
+                left = deadline - time.monotonic()
+                if left <= 0 or all(r in self.done for r in missing) or self._deadlocked():
+                    break
+                self.cond.wait(min(0.05, left))
+        finally:
+            self.waiting.pop(me, None)
+        ranks = sorted(r for r in self._meeting(slot, arr) if r in slot)
+        for i, lo in enumerate(ranks):
+            for hi in ranks[i + 1:]:
+                if hi in slot[lo].group or lo in slot[hi].group:
+                    err = self._disagree(slot[lo], slot[hi], k)
+                    if err is not None:
+                        return err
+        return found  # why: only if a group of the meeting completed meanwhile (groups differ)
 
     def _stuck(self, part) -> bool:
         w = self.waiting.get(part)
