@@ -20,7 +20,7 @@ import time
 
 __all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV",
            "blas_single_threaded", "blas_threads", "tile_matmul", "GemmGovernor", "CpuSampler",
-           "GOVERNOR", "compilation_cache", "compilation_cache_dir",
+           "GOVERNOR", "same_bits", "compilation_cache", "compilation_cache_dir",
            "COMPILATION_CACHE_ENV"]
 
 COMPILATION_CACHE_ENV = "NKI_WORKBENCH_COMPILATION_CACHE"
@@ -217,15 +217,21 @@ class GemmGovernor:
     the other count every ``probe`` calls) and runs the faster one, but widens only to the
     cores other processes leave free (``CpuSampler``; on 2 cores: under 0.3 of a core busy
     elsewhere).
-    OpenBLAS splits a GEMM's rows and columns over its threads, never its sums, so every
-    count gives the same bits. Measured on 2 cores: a 128x128 by 128x512 GEMM 185 -> 114 us.
+    It widens a GEMM shape only where the wider count gives one thread's bits
+    (:func:`same_bits`, checked once per shape, layout and count): whether it does depends on
+    the BLAS build and the CPU (on an AMD EPYC with numpy 2.4's OpenBLAS 0.3.31, 15% of a
+    128x128 by 128x512 product's elements differ in their last bits between 1 and 2 threads;
+    on the Intel machines measured before they never did), and a result must not depend on
+    the load. Measured on 2 cores: a 128x128 by 128x512 GEMM 185 -> 114 us.
     """
 
     def __init__(self, sampler: CpuSampler | None = None, probe: int = 64,
-                 clock=time.perf_counter):
+                 clock=time.perf_counter, bits=None):
         self.sampler = sampler or CpuSampler()
         self.probe, self.clock = probe, clock
+        self.bits = bits or same_bits
         self.stats = {}  # key -> [single s, wide s, calls]
+        self.same = {}  # (key, threads) -> whether that count gives one thread's bits
 
     def matmul(self, a, b, out, wide: int):
         """``a @ b`` (into ``out``) at the thread count judged faster; times it."""
@@ -243,7 +249,8 @@ class GemmGovernor:
             room = min(wide, int(self.sampler.ncpus - others + 0.3))
             one, many = st[0], st[1]
             if room > 1 and one is not None and \
-                    (many is None or (many < one) != (st[2] % self.probe == 0)):
+                    (many is None or (many < one) != (st[2] % self.probe == 0)) and \
+                    self._same(key, a, b, room):
                 use = room  # why: the faster count, or the slower one every probe calls
         if _BLAS["now"] != use:
             _set_blas_threads(use)
@@ -261,6 +268,41 @@ class GemmGovernor:
             dt = min(dt, 2 * ref)
         st[i] = dt if st[i] is None else 0.75 * st[i] + 0.25 * dt
         return r
+
+    def _same(self, key, a, b, threads: int) -> bool:
+        ok = self.same.get((key, threads))
+        if ok is None:
+            ok = self.same[(key, threads)] = bool(self.bits(a, b, threads))
+            _set_blas_threads(1)  # (the caller sets the count it chose)
+        return ok
+
+
+def _alike(x, rng):
+    """Random values laid out as ``x`` (its shape, dtype and strides, where they are positive)."""
+    import numpy as np
+    item = x.itemsize
+    if x.ndim == 0 or any(s <= 0 or s % item for s in x.strides):
+        return rng.standard_normal(x.shape).astype(x.dtype)
+    span = 1 + sum((n - 1) * s // item for n, s in zip(x.shape, x.strides, strict=True))
+    base = rng.standard_normal(span).astype(x.dtype)
+    return np.lib.stride_tricks.as_strided(base, x.shape, x.strides, writeable=False)
+
+
+def same_bits(a, b, threads: int) -> bool:
+    """Whether BLAS at ``threads`` threads gives one thread's bits for ``a @ b``'s shape.
+
+    Checked on random operands with the layouts of ``a`` and ``b`` (which kernel the BLAS picks
+    depends on the shape, the transposes and the thread count; an order that differs shows in
+    a good share of a random product's elements). Leaves the count at ``threads``.
+    """
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x, y = _alike(a, rng), _alike(b, rng)
+    _set_blas_threads(1)
+    one = np.matmul(x, y)
+    _set_blas_threads(threads)
+    many = np.matmul(x, y)
+    return one.shape == many.shape and one.tobytes() == many.tobytes()
 
 
 GOVERNOR = GemmGovernor()
