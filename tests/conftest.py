@@ -42,6 +42,17 @@ def _backend_config_round_trip_every_simulation():
     SIM_HOOKS.remove(config_round_trip_hook)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _auto_compiles_on_the_calling_thread():
+    """``backend="auto"`` compiles where the call is (the default on 2 CPUs, as on CI), so
+    which call runs compiled does not depend on a thread's timing on larger machines; the
+    background compile's own tests turn it on (``tests/unit/test_auto_backend.py``)."""
+    from nki_workbench._src import execution
+    saved, execution.AUTO_BACKGROUND_COMPILE = execution.AUTO_BACKGROUND_COMPILE, False
+    yield
+    execution.AUTO_BACKGROUND_COMPILE = saved
+
+
 @pytest.fixture(autouse=True)
 def _once_per_process_warnings_start_fresh():
     """Each test sees the once-per-process warnings (the trn1 fallback) as a fresh process would."""

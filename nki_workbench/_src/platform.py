@@ -20,7 +20,7 @@ import time
 
 __all__ = ["tune_malloc", "malloc_tuning_requested", "malloc_tuning_applied", "TUNE_MALLOC_ENV",
            "blas_single_threaded", "blas_threads", "tile_matmul", "GemmGovernor", "CpuSampler",
-           "GOVERNOR", "same_bits", "compilation_cache", "compilation_cache_dir",
+           "GOVERNOR", "same_bits", "usable_cpus", "compilation_cache", "compilation_cache_dir",
            "COMPILATION_CACHE_ENV"]
 
 COMPILATION_CACHE_ENV = "NKI_WORKBENCH_COMPILATION_CACHE"
@@ -130,7 +130,7 @@ def blas_single_threaded():
         _BLAS["now"] = 1
         if _BLAS["depth"] == 1:
             _BLAS["owner"] = threading.get_ident()
-            _BLAS["wide"] = min(wide, _usable_cpus())
+            _BLAS["wide"] = min(wide, usable_cpus())
     try:
         yield
     finally:
@@ -142,7 +142,8 @@ def blas_single_threaded():
                 _BLAS.update(saved=[], owner=None, wide=1, now=1)
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity; ``os.cpu_count()`` where unknown)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

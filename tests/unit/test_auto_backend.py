@@ -1,7 +1,7 @@
 """SimParams(backend="auto"): the interpreter until a specialisation's interpreted time reaches
 its compile estimate (ski rental), then the compiled program, and after 2 warm-up and 5 timed
 compiled calls the executor measured faster; a large kernel compiles on its first call; the
-interpreter's warnings either way."""
+interpreter's warnings either way; by default the compile runs in a background thread."""
 
 import warnings
 
@@ -20,6 +20,8 @@ RNG = np.random.default_rng(3)
 @pytest.fixture(autouse=True)
 def _fresh_calibration(monkeypatch):
     monkeypatch.setattr(execution, "_COMPILE_RATIOS", [])
+    # the policy tests run the compile on the calling thread; the background ones say so
+    monkeypatch.setattr(execution, "AUTO_BACKGROUND_COMPILE", False)
 
 
 @pytest.fixture
@@ -265,3 +267,83 @@ def test_auto_is_a_backend_name():
     assert SimParams(backend="auto").backend == "auto"
     with pytest.raises(ValueError, match="'auto'"):
         SimParams(backend="fast")
+
+
+# ----------------------------------------------------------------------------- background
+class _Held:
+    """A stand-in for the compile thread: jobs wait until ``finish`` runs them."""
+
+    def __init__(self, outcome=None):
+        self.jobs, self.outcome = [], outcome
+
+    def submit(self, fn):
+        from concurrent.futures import Future
+        self.jobs.append((fn, Future()))
+        return self.jobs[-1][1]
+
+    def finish(self):
+        for fn, fut in self.jobs:
+            if self.outcome is None:
+                fut.set_result(fn())
+            else:
+                fut.set_exception(self.outcome)
+
+
+@pytest.fixture
+def held(monkeypatch, executors):
+    monkeypatch.setattr(execution, "AUTO_BACKGROUND_COMPILE", True)
+    monkeypatch.setattr(execution, "_clock", _Clock(0.1))  # each call: 0.1 s
+    monkeypatch.setattr(execution, "estimated_compile_seconds", lambda k: 0.35)
+    pool = _Held()
+    monkeypatch.setattr(execution, "_compiler", lambda: pool)
+    return pool
+
+
+def test_the_compile_runs_in_the_background_while_calls_interpret(executors, held):
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    ref = np.exp(a * np.float32(0.5))
+
+    def call():
+        np.testing.assert_allclose(nki.simulate_kernel(k, a, params=AUTO), ref, rtol=1e-6)
+    for _ in range(7):
+        call()
+    # 0.4 s interpreted after the 4th call: the 5th starts the compile and interprets
+    assert executors == ["numpy"] * 7 and len(held.jobs) == 1
+    entry = execution._AUTO.lookup(id(k.trace(a).kernel))
+    assert entry.recent["numpy"] == pytest.approx([0.1] * 4)  # (none during the compile)
+    held.finish()  # the compile: no call waited for it
+    for _ in range(8):
+        call()
+    assert executors[7:] == ["jax"] * 8 and len(held.jobs) == 1
+    assert len(execution._COMPILE_RATIOS) == 1  # the background compile calibrates later ones
+    assert entry.settled is not None
+
+
+@pytest.mark.parametrize("failure, then", [(None, "numpy"), (RuntimeError("boom"), "jax")])
+def test_a_failed_background_compile(executors, held, monkeypatch, failure, then):
+    from nki_workbench._src.semantics import Unsupported
+    held.outcome = failure or Unsupported("no JAX rule for opcode 'x'")
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    for _ in range(5):
+        nki.simulate_kernel(k, a, params=AUTO)
+    held.finish()
+    for _ in range(3):
+        nki.simulate_kernel(k, a, params=AUTO)
+    # without a JAX rule the kernel stays interpreted; any other failure compiles on the calling
+    # thread, where an error would reach the caller as without the background
+    assert executors[5:] == [then] * 3 and len(held.jobs) == 1
+
+
+def test_a_real_background_compile_switches_to_the_program(executors, monkeypatch):
+    import time
+    monkeypatch.setattr(execution, "AUTO_BACKGROUND_COMPILE", True)
+    monkeypatch.setattr(execution, "estimated_compile_seconds", lambda k: 1e-9)
+    k, a = _kernel(), RNG.standard_normal((256, 64)).astype(np.float32)
+    ref = np.exp(a * np.float32(0.5))
+    deadline = time.monotonic() + 60
+    while "jax" not in executors:
+        assert time.monotonic() < deadline, "the background compile never finished"
+        np.testing.assert_allclose(nki.simulate_kernel(k, a, params=AUTO), ref, rtol=1e-6)
+        time.sleep(0.01)
+    assert executors[:2] == ["numpy", "numpy"]  # (the 2nd call started the compile)
+    np.testing.assert_allclose(nki.simulate_kernel(k, a, params=AUTO), ref, rtol=1e-6)

@@ -54,8 +54,9 @@ from .jax_static import (
 )
 from .memory import tune_malloc
 
-__all__ = ["run_compiled", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS", "compiled",
-           "CPU_OPTIONS", "CompiledCache", "COMPILED_CACHE_SIZE", "COMPILED_CACHE_WEIGHT"]
+__all__ = ["run_compiled", "compile_ahead", "selected_backend", "SIM_BACKEND_ENV", "BACKENDS",
+           "compiled", "CPU_OPTIONS", "CompiledCache", "COMPILED_CACHE_SIZE",
+           "COMPILED_CACHE_WEIGHT"]
 
 COMPILED_CACHE_SIZE = 64
 """Most kernels whose compiled programs stay cached (the least recently used go first)."""
@@ -171,6 +172,7 @@ class _Compiled:
         self.specs = param_specs(kernel)
         self.clean = set()  # why: programs whose flag is a constant False need not read it
         self.tracing = threading.Lock()
+        self.ahead = {}  # id(jitted fn) -> (fn, its executable, from compile_ahead)
 
     def call(self, f, *args):
         """Run jitted ``f``; its first call (the trace) holds the lock.
@@ -181,6 +183,9 @@ class _Compiled:
         if id(f) in self.warm:
             return f(*args)
         with self.tracing:
+            hit = self.ahead.get(id(f))
+            if hit is not None:  # why: compiled meanwhile by compile_ahead (a background thread)
+                return hit[1](*args)
             out = f(*args)
             self.warm.add(id(f))
             if self.lower.clean:
@@ -201,6 +206,7 @@ class _Compiled:
             self.last = None
             return
         wins = tuple(None if w is a else w for w, a in zip(args, arrays, strict=True))
+        run = self.ahead.get(id(run), (None, run))[1]  # (never the jitted twin of an executable)
         self.last = (params, run, wins, tuple((n, weakref.ref(a), a.nbytes)
                                               for n, a in zip(names, arrays, strict=True)))
 
@@ -269,6 +275,57 @@ def compiled(kernel: Kernel) -> _Compiled:
         if entry is None:
             entry = _CACHE.put(kernel, _Compiled(kernel), lowered_size(kernel))
         return entry
+
+
+def compile_ahead(kernel: Kernel, inputs: dict, params: SimParams | None = None) -> bool:
+    """Compile the program :func:`run_compiled` would run for these arguments, without running it.
+
+    ``backend="auto"`` calls this in a background thread. Only the inputs' shapes, dtypes and
+    alignment matter (their values are unused): JAX's ahead-of-time path traces and compiles
+    from those, and the executable takes the jitted function's place, so the next compiled
+    call with inputs laid out alike runs at once.
+
+    Args:
+        kernel: the traced kernel IR.
+        inputs: parameter name -> array, as for :func:`run_compiled`.
+        params: simulation parameters (``SimParams()`` when ``None``).
+
+    Returns:
+        bool: ``False`` when the kernel runs in the interpreter (nothing to compile).
+
+    Raises:
+        Unsupported: the lowering met an opcode or pattern without a JAX rule (remembered: the
+            kernel's calls then interpret, as after a compiled call).
+    """
+    params = params or _DEFAULT_PARAMS
+    comp = compiled(kernel)
+    key = (params.shuffle_affine,)
+    why = comp.why.get(key, False)
+    if why is False:
+        why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
+    if why is not None:
+        return False
+    arrays = checked_inputs(kernel, inputs, comp.specs)
+    args, offsets, cvals = comp.args(arrays)
+    f = comp.fn(params.uninitialized == "error", params.detect_races, offsets)
+    jax = _jax()
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+    with comp.tracing:
+        if id(f) in comp.warm or id(f) in comp.ahead:
+            return True
+        try:
+            exe = f.lower(specs, cvals, comp.zero).compile()
+        except Unsupported as exc:
+            comp.why[key] = str(exc)
+            raise
+        comp.ahead[id(f)] = (f, exe)  # (f kept alive: its id stays its own)
+        comp.warm.add(id(exe))
+        if comp.lower.clean:
+            comp.clean.add(id(exe))
+        for k, g in list(comp.fns.items()):
+            if g is f:
+                comp.fns[k] = exe
+    return True
 
 
 def _notice(kernel: Kernel, why: str):
