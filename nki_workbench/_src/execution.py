@@ -180,11 +180,12 @@ def auto_backend(prog: Program, params: SimParams | None) -> str:
     compile estimate. Kernels the compiled program cannot run, or whose estimated compile time
     exceeds :data:`AUTO_MAX_COMPILE_S`, always interpret.
 
-    With :data:`AUTO_BACKGROUND_COMPILE` (the default) the compile that the estimate calls
-    for runs in a background thread, from the arguments of the call that reached it; calls
-    interpret until the executable is ready (their times are no samples: the compile shares
-    the cores). A compile that fails for want of a JAX rule leaves the kernel interpreted; one
-    that fails otherwise is retried on the calling thread, which reports the error as before.
+    With :data:`AUTO_BACKGROUND_COMPILE` (on where the process has more than 2 CPUs) the
+    compile that the estimate calls for runs in a background thread, from the arguments of
+    the call that reached it; calls interpret until the executable is ready (their times are
+    no samples: the compile shares the cores). A compile that fails for want of a JAX rule
+    leaves the kernel interpreted; one that fails otherwise is retried on the calling thread,
+    which reports the error as before.
 
     Once compiled, the program runs for 7 more calls (2 to warm up, 5 timed); then the
     executor whose fastest of its last 5 calls is faster runs every later call (a small kernel

@@ -222,8 +222,8 @@ class GemmGovernor:
     (:func:`same_bits`, checked once per shape, layout and count): whether it does depends on
     the BLAS build and the CPU (on an AMD EPYC with numpy 2.4's OpenBLAS 0.3.31, 15% of a
     128x128 by 128x512 product's elements differ in their last bits between 1 and 2 threads;
-    on the Intel machines measured before they never did), and a result must not depend on
-    the load. Measured on 2 cores: a 128x128 by 128x512 GEMM 185 -> 114 us.
+    on the machines this suite ran on before, they never did), and a result must not depend
+    on the load. Measured on 2 cores: a 128x128 by 128x512 GEMM 185 -> 114 us.
     """
 
     def __init__(self, sampler: CpuSampler | None = None, probe: int = 64,

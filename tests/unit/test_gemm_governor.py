@@ -84,7 +84,7 @@ def test_it_never_widens_where_the_wider_count_changes_the_bits(blas2):
 
 def test_its_results_are_one_threads_bits_on_this_machine(blas2):
     # why: on an AMD EPYC, numpy 2.4's OpenBLAS gives other bits at 2 threads for these shapes
-    # (15% of the elements), on the Intel machines measured before the same; either way the
+    # (15% of the elements), on the machines the suite ran on before the same; either way the
     # interpreter's result must not depend on the thread count the load allowed
     rng = np.random.default_rng(2)
     for k, m, n in ((128, 128, 512), (128, 64, 512), (32, 128, 300), (128, 128, 2048)):
