@@ -230,14 +230,20 @@ def _compiled_ahead(e: _AutoEntry) -> None:
         seconds, done = e.pending.result()
         e.compiled = done
         e.compiles = done
-        if done and e.compile_s > 0:
-            _COMPILE_RATIOS.append(seconds / e.compile_s)
-            del _COMPILE_RATIOS[:-8]
+        if done:
+            _calibrate(e, seconds)
     elif isinstance(exc, Unsupported):
         e.compiles = False  # why: the compiled call would fall back to the interpreter anyway
     else:
         e.blocking = True
     e.pending = None
+
+
+def _calibrate(e: _AutoEntry, seconds: float) -> None:
+    """Keep a compile's measured over estimated seconds (the last 8: :func:`compile_scale`)."""
+    if e.compile_s > 0:
+        _COMPILE_RATIOS.append(seconds / e.compile_s)
+        del _COMPILE_RATIOS[:-8]
 
 
 _COMPILER: list = []  # the one-thread executor of the background compiles (made on first use)
@@ -271,9 +277,7 @@ def _auto_ran(prog: Program, backend: str, seconds: float) -> None:
         return
     if backend == "jax" and not e.compiled:
         e.compiled = True
-        if e.compile_s > 0:
-            _COMPILE_RATIOS.append(seconds / e.compile_s)
-            del _COMPILE_RATIOS[:-8]
+        _calibrate(e, seconds)
         return
     if backend != "jax":
         e.interpreted_s += seconds

@@ -1,7 +1,8 @@
 """SimParams(backend="auto"): the interpreter until a specialisation's interpreted time reaches
 its compile estimate (ski rental), then the compiled program, and after 2 warm-up and 5 timed
 compiled calls the executor measured faster; a large kernel compiles on its first call; the
-interpreter's warnings either way; by default the compile runs in a background thread."""
+interpreter's warnings either way; with more than 2 CPUs the compile runs in a background
+thread."""
 
 import warnings
 

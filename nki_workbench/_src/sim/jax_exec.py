@@ -262,6 +262,14 @@ class _Compiled:
         wins = [window(a) for a in arrays]
         return [w for w, _ in wins], tuple(off for _, off in wins), self.cvals
 
+    def why_not(self, params: SimParams):
+        """Why the kernel runs in the interpreter under ``params`` (``None``: it compiles)."""
+        key = (params.shuffle_affine,)
+        why = self.why.get(key, False)
+        if why is False:
+            why = self.why[key] = self.lower.unsupported or why_interpreted(self.kernel, params)
+        return why
+
     def interpreter(self) -> Program:
         if self.program is None:
             self.program = Program(self.kernel)
@@ -300,10 +308,7 @@ def compile_ahead(kernel: Kernel, inputs: dict, params: SimParams | None = None)
     params = params or _DEFAULT_PARAMS
     comp = compiled(kernel)
     key = (params.shuffle_affine,)
-    why = comp.why.get(key, False)
-    if why is False:
-        why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
-    if why is not None:
+    if comp.why_not(params) is not None:
         return False
     arrays = checked_inputs(kernel, inputs, comp.specs)
     args, offsets, cvals = comp.args(arrays)
@@ -376,9 +381,7 @@ def run_compiled(kernel, inputs: dict, params: SimParams | None = None, *,
         tune_malloc()  # why: XLA's buffers too: heap reuse instead of page faults per result
         arrays = checked_inputs(kernel, inputs, comp.specs)  # why: looked up once per kernel
         key = (params.shuffle_affine,)
-        why = comp.why.get(key, False)
-        if why is False:
-            why = comp.why[key] = comp.lower.unsupported or why_interpreted(kernel, params)
+        why = comp.why_not(params)
         if why is not None:
             if notice:
                 _notice(kernel, why)
